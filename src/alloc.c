@@ -1,0 +1,425 @@
+/* ----------------------------------------------------------------------------
+  alloc.c -- the allocation API: malloc, free, realloc and their relatives.
+
+  The two fast paths live here and each fits on one screen:
+  - malloc (size <= 1 KiB): index the heap's direct-page array by word size
+    and pop the page's free list; any miss goes to `_mi_malloc_generic`;
+  - free: mask the pointer to its segment; if the segment is owned by this
+    thread and the page's flags byte is zero, push on the page's local_free.
+    Everything else goes to one out-of-line `mi_free_generic`.
+
+  A pointer at offset 0 of a segment unit is never an ordinary block (the
+  header lives there), so the single test `segment == p` routes both NULL
+  and the rare big-alignment block to a slow routine.
+-----------------------------------------------------------------------------*/
+#ifndef _DEFAULT_SOURCE
+#define _DEFAULT_SOURCE   // realpath
+#endif
+#include "mimalloc-internal.h"
+
+#include <stdlib.h>   // realpath
+#include <limits.h>   // PATH_MAX
+
+// ---------------------------------------------------------------------------
+// Allocation fast path
+// ---------------------------------------------------------------------------
+
+// Pop a block from a page known to have free blocks; else take the slow path.
+void* _mi_page_malloc(mi_heap_t* heap, mi_page_t* page, size_t size) mi_attr_noexcept {
+  mi_block_t* const block = page->free;
+  if (mi_unlikely(block == NULL)) {
+    return _mi_malloc_generic(heap, size);
+  }
+  page->free = mi_block_next(page, block);
+  page->used++;
+  mi_assert_internal(page->free == NULL || _mi_ptr_segment(page->free) == _mi_page_segment(page) ||
+                     _mi_page_segment(page)->aligned_block != NULL);
+  return block;
+}
+
+static inline void* mi_heap_malloc_small_inline(mi_heap_t* heap, size_t size) {
+  mi_assert(heap != NULL);
+  mi_assert(heap->thread_id == 0 || heap->thread_id == _mi_thread_id());  // allocate only on the owner thread
+  mi_assert(size <= MI_SMALL_SIZE_MAX);
+  mi_page_t* page = heap->pages_free_direct[_mi_wsize_from_size(size)];
+  return _mi_page_malloc(heap, page, size);
+}
+
+mi_decl_restrict void* mi_heap_malloc_small(mi_heap_t* heap, size_t size) mi_attr_noexcept {
+  return mi_heap_malloc_small_inline(heap, size);
+}
+
+mi_decl_restrict void* mi_malloc_small(size_t size) mi_attr_noexcept {
+  return mi_heap_malloc_small_inline(mi_get_default_heap(), size);
+}
+
+static inline void* mi_heap_malloc_inline(mi_heap_t* heap, size_t size) {
+  if (mi_likely(size <= MI_SMALL_SIZE_MAX)) {
+    return mi_heap_malloc_small_inline(heap, size);
+  }
+  return _mi_malloc_generic(heap, size);
+}
+
+mi_decl_restrict void* mi_heap_malloc(mi_heap_t* heap, size_t size) mi_attr_noexcept {
+  return mi_heap_malloc_inline(heap, size);
+}
+
+mi_decl_restrict void* mi_malloc(size_t size) mi_attr_noexcept {
+  return mi_heap_malloc_inline(mi_get_default_heap(), size);
+}
+
+// ---------------------------------------------------------------------------
+// Zeroed allocation
+// ---------------------------------------------------------------------------
+
+// Zero a fresh block: the whole usable size, or only the link word when the
+// page's free blocks are known zero.
+void _mi_block_zero_init(const mi_page_t* page, void* p, size_t size) {
+  mi_assert_internal(p != NULL);
+  mi_assert_internal(mi_usable_size(p) >= size);
+  if (page->is_zero && size > sizeof(mi_block_t)) {
+    ((mi_block_t*)p)->next = 0;
+  }
+  else {
+    memset(p, 0, mi_usable_size(p));
+  }
+}
+
+void* _mi_heap_malloc_zero(mi_heap_t* heap, size_t size, bool zero) mi_attr_noexcept {
+  void* p = mi_heap_malloc(heap, size);
+  if (zero && p != NULL) {
+    _mi_block_zero_init(_mi_ptr_page_of(p), p, size);
+  }
+  return p;
+}
+
+mi_decl_restrict void* mi_heap_zalloc(mi_heap_t* heap, size_t size) mi_attr_noexcept {
+  return _mi_heap_malloc_zero(heap, size, true);
+}
+
+mi_decl_restrict void* mi_zalloc(size_t size) mi_attr_noexcept {
+  return mi_heap_zalloc(mi_get_default_heap(), size);
+}
+
+mi_decl_restrict void* mi_zalloc_small(size_t size) mi_attr_noexcept {
+  void* p = mi_malloc_small(size);
+  if (p != NULL) _mi_block_zero_init(_mi_ptr_page_of(p), p, size);
+  return p;
+}
+
+mi_decl_restrict void* mi_heap_calloc(mi_heap_t* heap, size_t count, size_t size) mi_attr_noexcept {
+  size_t total;
+  if (mi_count_size_overflow(count, size, &total)) return NULL;
+  return mi_heap_zalloc(heap, total);
+}
+
+mi_decl_restrict void* mi_calloc(size_t count, size_t size) mi_attr_noexcept {
+  return mi_heap_calloc(mi_get_default_heap(), count, size);
+}
+
+mi_decl_restrict void* mi_heap_mallocn(mi_heap_t* heap, size_t count, size_t size) mi_attr_noexcept {
+  size_t total;
+  if (mi_count_size_overflow(count, size, &total)) return NULL;
+  return mi_heap_malloc(heap, total);
+}
+
+mi_decl_restrict void* mi_mallocn(size_t count, size_t size) mi_attr_noexcept {
+  return mi_heap_mallocn(mi_get_default_heap(), count, size);
+}
+
+// ---------------------------------------------------------------------------
+// Free
+// ---------------------------------------------------------------------------
+
+// The block start of an aligned (interior) pointer.
+mi_block_t* _mi_page_ptr_unalign(const mi_segment_t* segment, const mi_page_t* page, const void* p) {
+  mi_assert_internal(page != NULL && p != NULL);
+  size_t diff = (uint8_t*)p - _mi_page_start(segment, page, NULL);
+  size_t adjust = diff % mi_page_block_size(page);
+  return (mi_block_t*)((uintptr_t)p - adjust);
+}
+
+// Free a block of a page owned by this thread (local) or not.
+static mi_decl_noinline void mi_free_block_mt(mi_page_t* page, mi_block_t* block) {
+  // push atomically on the page's thread_free, or (first free into a full
+  // page) on the owner heap's delayed list so the owner notices the page
+  mi_thread_free_t tfreex;
+  bool use_delayed;
+  mi_thread_free_t tfree = mi_atomic_load_relaxed(&page->xthread_free);
+  do {
+    use_delayed = (mi_tf_delayed(tfree) == MI_USE_DELAYED_FREE);
+    if (mi_unlikely(use_delayed)) {
+      tfreex = mi_tf_set_delayed(tfree, MI_DELAYED_FREEING);
+    }
+    else {
+      mi_block_set_next(page, block, mi_tf_block(tfree));
+      tfreex = mi_tf_set_block(tfree, block);
+    }
+  } while (!mi_atomic_cas_weak_release(&page->xthread_free, &tfree, tfreex));
+
+  if (mi_unlikely(use_delayed)) {
+    // the heap cannot go away while we hold DELAYED_FREEING
+    mi_heap_t* const heap = (mi_heap_t*)mi_atomic_load_acquire(&page->xheap);
+    mi_assert_internal(heap != NULL);
+    if (heap != NULL) {
+      mi_block_t* dfree = mi_atomic_load_relaxed(&heap->thread_delayed_free);
+      do {
+        block->next = (uintptr_t)dfree;
+      } while (!mi_atomic_cas_weak_release(&heap->thread_delayed_free, &dfree, block));
+    }
+    // and reset the state
+    tfree = mi_atomic_load_relaxed(&page->xthread_free);
+    do {
+      tfreex = tfree;
+      mi_assert_internal(mi_tf_delayed(tfree) == MI_DELAYED_FREEING);
+      tfreex = mi_tf_set_delayed(tfree, MI_NO_DELAYED_FREE);
+    } while (!mi_atomic_cas_weak_release(&page->xthread_free, &tfree, tfreex));
+  }
+}
+
+static inline void mi_free_block_local(mi_page_t* page, mi_block_t* block) {
+  mi_block_set_next(page, block, page->local_free);
+  page->local_free = block;
+  page->used--;
+  if (mi_unlikely(page->used == 0)) {
+    _mi_page_retire(page);
+  }
+  else if (mi_unlikely(mi_page_is_in_full(page))) {
+    _mi_page_unfull(page);
+  }
+}
+
+// Used when draining the heap's delayed list: false if the page is busy.
+bool _mi_free_delayed_block(mi_block_t* block) {
+  mi_segment_t* const segment = _mi_ptr_segment(block);
+  mi_page_t* const page = _mi_segment_page_of(segment, block);
+  if (!_mi_page_try_use_delayed_free(page, MI_USE_DELAYED_FREE, false)) return false;
+  _mi_page_free_collect(page, false);
+  mi_free_block_local(page, block);
+  return true;
+}
+
+// Everything that is not a local free into a non-full page without aligned blocks.
+static mi_decl_noinline void mi_free_generic(mi_segment_t* segment, mi_page_t* page, void* p) mi_attr_noexcept {
+  mi_block_t* block = (mi_page_has_aligned(page) ? _mi_page_ptr_unalign(segment, page, p) : (mi_block_t*)p);
+  const uintptr_t owner = mi_atomic_load_relaxed(&segment->thread_id);
+  if (mi_likely(owner == _mi_thread_id())) {
+    mi_free_block_local(page, block);
+    return;
+  }
+  if (owner == 0) {
+    // abandoned: a huge block's segment is freed at once; any other segment
+    // is reclaimed by this thread if it can (then the free is local)
+    if (segment->page_kind == MI_PAGE_HUGE) {
+      _mi_segment_huge_page_free(segment, page, block);
+      return;
+    }
+    if (_mi_segment_reclaim_on_free(segment, mi_get_default_heap())) {
+      mi_free_block_local(page, block);
+      return;
+    }
+  }
+  mi_free_block_mt(page, block);
+}
+
+// A NULL pointer or one at offset 0 of a segment unit (big-alignment block).
+static mi_decl_noinline void mi_free_unit_aligned(void* p) mi_attr_noexcept {
+  if (p == NULL) return;
+  mi_segment_t* segment = _mi_segment_of_unit_aligned(p);
+  if (segment == NULL) {
+    _mi_error_message(EINVAL, "mi_free: invalid pointer: %p\n", p);
+    return;
+  }
+  mi_free_generic(segment, &segment->pages[0], p);
+}
+
+void mi_free(void* p) mi_attr_noexcept {
+  mi_segment_t* const segment = _mi_ptr_segment(p);
+  if (mi_unlikely((void*)segment == p)) {   // NULL, or a big-alignment block
+    mi_free_unit_aligned(p);
+    return;
+  }
+  mi_page_t* const page = _mi_segment_page_of(segment, p);
+  const uintptr_t tid = _mi_thread_id();
+  if (mi_likely(tid == mi_atomic_load_relaxed(&segment->thread_id) && page->flags.full_aligned == 0)) {
+    mi_block_t* const block = (mi_block_t*)p;
+    mi_block_set_next(page, block, page->local_free);
+    page->local_free = block;
+    if (mi_unlikely(--page->used == 0)) {
+      _mi_page_retire(page);
+    }
+  }
+  else {
+    mi_free_generic(segment, page, p);
+  }
+}
+
+// ---------------------------------------------------------------------------
+// Sizes
+// ---------------------------------------------------------------------------
+
+// The segment and page of any block pointer we handed out (including the
+// unit-aligned big-alignment ones); NULL for NULL.
+static mi_page_t* mi_checked_ptr_page(const void* p, mi_segment_t** psegment) {
+  mi_segment_t* segment = _mi_ptr_segment(p);
+  if (mi_unlikely((const void*)segment == p)) {
+    segment = _mi_segment_of_unit_aligned(p);
+    if (psegment != NULL) *psegment = segment;
+    return (segment == NULL ? NULL : &segment->pages[0]);
+  }
+  if (psegment != NULL) *psegment = segment;
+  return _mi_segment_page_of(segment, p);
+}
+
+mi_page_t* _mi_ptr_page_of(const void* p) {
+  return mi_checked_ptr_page(p, NULL);
+}
+
+size_t _mi_usable_size_of(const void* p) {
+  mi_segment_t* segment;
+  const mi_page_t* page = mi_checked_ptr_page(p, &segment);
+  if (page == NULL) return 0;
+  const size_t size = mi_page_block_size(page);
+  if (mi_unlikely(mi_page_has_aligned(page))) {
+    uint8_t* block = (uint8_t*)_mi_page_ptr_unalign(segment, page, p);
+    return size - (size_t)((uint8_t*)p - block);
+  }
+  return size;
+}
+
+size_t mi_usable_size(const void* p) mi_attr_noexcept {
+  return _mi_usable_size_of(p);
+}
+
+void* mi_expand(void* p, size_t newsize) mi_attr_noexcept {
+  if (p == NULL) return NULL;
+  const size_t size = mi_usable_size(p);
+  if (newsize > size) return NULL;
+  return p;   // it fits
+}
+
+// ---------------------------------------------------------------------------
+// Re-allocation
+// ---------------------------------------------------------------------------
+
+void* _mi_heap_realloc_zero(mi_heap_t* heap, void* p, size_t newsize, bool zero) mi_attr_noexcept {
+  if (p == NULL) return _mi_heap_malloc_zero(heap, newsize, zero);
+  const size_t size = mi_usable_size(p);
+  if (newsize <= size && newsize >= (size / 2)) {
+    return p;   // reallocation still fits and wastes at most 50%
+  }
+  void* newp = mi_heap_malloc(heap, newsize);
+  if (mi_likely(newp != NULL)) {
+    _mi_realloc_move(newp, p, size, newsize, zero);
+  }
+  return newp;
+}
+
+// Finish a moving reallocation: copy, zero (for the rezalloc family) and free
+// the old block. A zeroed block is zero over its whole usable size beyond
+// what the user wrote; the new block keeps that invariant, so growing it
+// again never exposes old contents.
+void _mi_realloc_move(void* newp, void* p, size_t size, size_t newsize, bool zero) {
+  if (zero && newsize > size) {
+    // from the last word of the old block (it may hold padding) to the end
+    const size_t start = (size >= sizeof(intptr_t) ? size - sizeof(intptr_t) : 0);
+    memset((uint8_t*)newp + start, 0, mi_usable_size(newp) - start);
+  }
+  memcpy(newp, p, (newsize > size ? size : newsize));
+  mi_free(p);   // only free if successful
+}
+
+void* mi_heap_realloc(mi_heap_t* heap, void* p, size_t newsize) mi_attr_noexcept {
+  return _mi_heap_realloc_zero(heap, p, newsize, false);
+}
+
+void* mi_heap_reallocn(mi_heap_t* heap, void* p, size_t count, size_t size) mi_attr_noexcept {
+  size_t total;
+  if (mi_count_size_overflow(count, size, &total)) return NULL;
+  return mi_heap_realloc(heap, p, total);
+}
+
+// Like realloc, but frees `p` when the reallocation fails.
+void* mi_heap_reallocf(mi_heap_t* heap, void* p, size_t newsize) mi_attr_noexcept {
+  void* newp = mi_heap_realloc(heap, p, newsize);
+  if (newp == NULL && p != NULL) mi_free(p);
+  return newp;
+}
+
+void* mi_heap_rezalloc(mi_heap_t* heap, void* p, size_t newsize) mi_attr_noexcept {
+  return _mi_heap_realloc_zero(heap, p, newsize, true);
+}
+
+void* mi_heap_recalloc(mi_heap_t* heap, void* p, size_t count, size_t size) mi_attr_noexcept {
+  size_t total;
+  if (mi_count_size_overflow(count, size, &total)) return NULL;
+  return mi_heap_rezalloc(heap, p, total);
+}
+
+void* mi_realloc(void* p, size_t newsize) mi_attr_noexcept {
+  return mi_heap_realloc(mi_get_default_heap(), p, newsize);
+}
+
+void* mi_reallocn(void* p, size_t count, size_t size) mi_attr_noexcept {
+  return mi_heap_reallocn(mi_get_default_heap(), p, count, size);
+}
+
+void* mi_reallocf(void* p, size_t newsize) mi_attr_noexcept {
+  return mi_heap_reallocf(mi_get_default_heap(), p, newsize);
+}
+
+void* mi_rezalloc(void* p, size_t newsize) mi_attr_noexcept {
+  return mi_heap_rezalloc(mi_get_default_heap(), p, newsize);
+}
+
+void* mi_recalloc(void* p, size_t count, size_t size) mi_attr_noexcept {
+  return mi_heap_recalloc(mi_get_default_heap(), p, count, size);
+}
+
+// ---------------------------------------------------------------------------
+// Strings and paths
+// ---------------------------------------------------------------------------
+
+mi_decl_restrict char* mi_heap_strdup(mi_heap_t* heap, const char* s) mi_attr_noexcept {
+  if (s == NULL) return NULL;
+  const size_t n = strlen(s);
+  char* t = (char*)mi_heap_malloc(heap, n + 1);
+  if (t != NULL) memcpy(t, s, n + 1);
+  return t;
+}
+
+mi_decl_restrict char* mi_strdup(const char* s) mi_attr_noexcept {
+  return mi_heap_strdup(mi_get_default_heap(), s);
+}
+
+mi_decl_restrict char* mi_heap_strndup(mi_heap_t* heap, const char* s, size_t n) mi_attr_noexcept {
+  if (s == NULL) return NULL;
+  const char* end = (const char*)memchr(s, 0, n);
+  const size_t m = (end != NULL ? (size_t)(end - s) : n);
+  char* t = (char*)mi_heap_malloc(heap, m + 1);
+  if (t == NULL) return NULL;
+  memcpy(t, s, m);
+  t[m] = 0;
+  return t;
+}
+
+mi_decl_restrict char* mi_strndup(const char* s, size_t n) mi_attr_noexcept {
+  return mi_heap_strndup(mi_get_default_heap(), s, n);
+}
+
+#ifndef PATH_MAX
+#define PATH_MAX 4096
+#endif
+
+mi_decl_restrict char* mi_heap_realpath(mi_heap_t* heap, const char* fname, char* resolved_name) mi_attr_noexcept {
+  if (resolved_name != NULL) {
+    return realpath(fname, resolved_name);
+  }
+  char buf[PATH_MAX + 1];
+  char* rname = realpath(fname, buf);
+  return mi_heap_strndup(heap, rname, PATH_MAX);   // NULL stays NULL (errno from realpath)
+}
+
+mi_decl_restrict char* mi_realpath(const char* fname, char* resolved_name) mi_attr_noexcept {
+  return mi_heap_realpath(mi_get_default_heap(), fname, resolved_name);
+}

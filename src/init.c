@@ -1,0 +1,301 @@
+/* ----------------------------------------------------------------------------
+  init.c -- process and thread life cycle.
+
+  Every thread starts with its default-heap TLS slot pointing at a constant
+  *empty heap* whose direct-page entries all point at a constant empty page.
+  The first malloc of a thread therefore misses on the fast path and reaches
+  the generic path, which initialises the thread here. No fast path ever
+  asks "am I initialised?".
+
+  The main thread uses a static heap and thread data; other threads take a
+  metadata block (heap + tld, ~4 KiB) from a small process-wide cache of
+  blocks left by ended threads, or from the OS. Thread exit runs through a
+  pthread key destructor: user heaps are deleted, the backing heap's pages
+  are abandoned (see segment.c), and the metadata block goes back to the
+  cache. The thread's random state is split from a process-wide seed, so a
+  new thread costs neither an mmap nor a getrandom call in the common case.
+-----------------------------------------------------------------------------*/
+#include "mimalloc-internal.h"
+#include "prim/prim.h"
+
+#include <stdlib.h>   // atexit
+
+// ---------------------------------------------------------------------------
+// The empty page and heap
+// ---------------------------------------------------------------------------
+
+const mi_page_t _mi_page_empty = { 0 };
+
+#define MI_PAGE_EMPTY() ((mi_page_t*)&_mi_page_empty)
+#define MI_SMALL_PAGES_EMPTY  { MI_INIT128(MI_PAGE_EMPTY), MI_PAGE_EMPTY() }
+
+#define QNULL(sz)  { NULL, NULL, (sz)*sizeof(uintptr_t) }
+// block sizes (in words) of the 73 bins, then the huge and full queues
+#define MI_PAGE_QUEUES_EMPTY \
+  { QNULL(     1), QNULL(     1), QNULL(     2), QNULL(     3), QNULL(     4), QNULL(     5), \
+    QNULL(     6), QNULL(     7), QNULL(     8), QNULL(    10), QNULL(    12), QNULL(    14), \
+    QNULL(    16), QNULL(    20), QNULL(    24), QNULL(    28), QNULL(    32), QNULL(    40), \
+    QNULL(    48), QNULL(    56), QNULL(    64), QNULL(    80), QNULL(    96), QNULL(   112), \
+    QNULL(   128), QNULL(   160), QNULL(   192), QNULL(   224), QNULL(   256), QNULL(   320), \
+    QNULL(   384), QNULL(   448), QNULL(   512), QNULL(   640), QNULL(   768), QNULL(   896), \
+    QNULL(  1024), QNULL(  1280), QNULL(  1536), QNULL(  1792), QNULL(  2048), QNULL(  2560), \
+    QNULL(  3072), QNULL(  3584), QNULL(  4096), QNULL(  5120), QNULL(  6144), QNULL(  7168), \
+    QNULL(  8192), QNULL( 10240), QNULL( 12288), QNULL( 14336), QNULL( 16384), QNULL( 20480), \
+    QNULL( 24576), QNULL( 28672), QNULL( 32768), QNULL( 40960), QNULL( 49152), QNULL( 57344), \
+    QNULL( 65536), QNULL( 81920), QNULL( 98304), QNULL(114688), QNULL(131072), QNULL(163840), \
+    QNULL(196608), QNULL(229376), QNULL(262144), QNULL(327680), QNULL(393216), QNULL(458752), \
+    QNULL(524288), \
+    QNULL(MI_LARGE_OBJ_WSIZE_MAX + 1  /* 73: huge */), \
+    QNULL(MI_LARGE_OBJ_WSIZE_MAX + 2  /* 74: full */) }
+
+const mi_heap_t _mi_heap_empty = {
+  NULL,                       // tld
+  MI_SMALL_PAGES_EMPTY,       // pages_free_direct
+  MI_PAGE_QUEUES_EMPTY,       // pages
+  NULL,                       // thread_delayed_free
+  0,                          // thread_id
+  0,                          // cookie
+  { 0, 0 },                   // keys
+  { { 0, 0, 0, 0 } },         // random
+  0,                          // page_count
+  MI_BIN_FULL, 0,             // page_retired_min/max
+  NULL,                       // next
+  false                       // no_reclaim
+};
+
+// The thread's default heap; starts as the empty heap (initial-exec TLS model).
+mi_decl_thread mi_heap_t* _mi_heap_default = (mi_heap_t*)&_mi_heap_empty;
+
+// ---------------------------------------------------------------------------
+// The main thread's heap and thread data (static: usable before any mmap)
+// ---------------------------------------------------------------------------
+
+static mi_tld_t tld_main;
+
+mi_heap_t _mi_heap_main = {
+  &tld_main,
+  MI_SMALL_PAGES_EMPTY,
+  MI_PAGE_QUEUES_EMPTY,
+  NULL,
+  0,                          // thread_id: set at init
+  0,                          // cookie: set at init
+  { 0, 0 },
+  { { 0, 0, 0, 0 } },
+  0,
+  MI_BIN_FULL, 0,
+  NULL,
+  false
+};
+
+static mi_tld_t tld_main = {
+  0, false,
+  &_mi_heap_main, &_mi_heap_main,
+  { { NULL, NULL }, { NULL, NULL }, { NULL, NULL }, 0, 0, 0, 0, 0, 0 }
+};
+
+bool _mi_process_is_initialized = false;   // set once mi_process_init ran
+static _Atomic(size_t) thread_count = 1;
+static _Atomic(uintptr_t) thread_seed;      // split into each new thread's generator
+
+static void mi_heap_main_init(void) {
+  if (_mi_heap_main.cookie == 0) {
+    _mi_heap_main.thread_id = _mi_thread_id();
+    _mi_heap_main.cookie = _mi_os_random_weak((uintptr_t)&mi_heap_main_init) | 1;
+    _mi_random_init(&_mi_heap_main.random);
+    _mi_heap_main.cookie = _mi_heap_random_next(&_mi_heap_main) | 1;
+    _mi_heap_main.keys[0] = _mi_heap_random_next(&_mi_heap_main);
+    _mi_heap_main.keys[1] = _mi_heap_random_next(&_mi_heap_main);
+    mi_atomic_store_release(&thread_seed, _mi_heap_random_next(&_mi_heap_main));
+  }
+}
+
+bool _mi_is_main_thread(void) {
+  return (_mi_heap_main.thread_id == 0 || _mi_heap_main.thread_id == _mi_thread_id());
+}
+
+size_t _mi_current_thread_count(void) {
+  return mi_atomic_load_relaxed(&thread_count);
+}
+
+// ---------------------------------------------------------------------------
+// Thread metadata: heap + tld, cached across threads
+// ---------------------------------------------------------------------------
+
+typedef struct mi_thread_data_s {
+  mi_heap_t heap;   // must come first: the pthread key value is the heap
+  mi_tld_t  tld;
+} mi_thread_data_t;
+
+static _Atomic(mi_thread_data_t*) td_cache[MI_TD_CACHE_SIZE];
+
+static mi_thread_data_t* mi_thread_data_alloc(void) {
+  // a block left by an ended thread
+  for (int i = 0; i < MI_TD_CACHE_SIZE; i++) {
+    mi_thread_data_t* td = mi_atomic_load_relaxed(&td_cache[i]);
+    if (td != NULL) {
+      td = mi_atomic_exchange_acq_rel(&td_cache[i], NULL);
+      if (td != NULL) {
+        memset(td, 0, sizeof(*td));
+        return td;
+      }
+    }
+  }
+  // or fresh from the OS (zeroed), retried once
+  mi_thread_data_t* td = (mi_thread_data_t*)_mi_os_alloc(sizeof(mi_thread_data_t));
+  if (td == NULL) td = (mi_thread_data_t*)_mi_os_alloc(sizeof(mi_thread_data_t));
+  if (td == NULL) {
+    _mi_error_message(ENOMEM, "unable to allocate thread local heap metadata (%zu bytes)\n", sizeof(mi_thread_data_t));
+  }
+  return td;
+}
+
+static void mi_thread_data_free(mi_thread_data_t* tdfree) {
+  for (int i = 0; i < MI_TD_CACHE_SIZE; i++) {
+    mi_thread_data_t* td = mi_atomic_load_relaxed(&td_cache[i]);
+    if (td == NULL) {
+      mi_thread_data_t* expected = NULL;
+      if (mi_atomic_cas_strong_acq_rel(&td_cache[i], &expected, tdfree)) return;
+    }
+  }
+  _mi_os_free(tdfree, sizeof(mi_thread_data_t));
+}
+
+static void mi_thread_data_collect(void) {
+  for (int i = 0; i < MI_TD_CACHE_SIZE; i++) {
+    mi_thread_data_t* td = mi_atomic_exchange_acq_rel(&td_cache[i], NULL);
+    if (td != NULL) _mi_os_free(td, sizeof(mi_thread_data_t));
+  }
+}
+
+// ---------------------------------------------------------------------------
+// Thread init and done
+// ---------------------------------------------------------------------------
+
+// Set up the calling thread's backing heap; false if it was already set up.
+static bool mi_heap_init(void) {
+  if (mi_heap_is_initialized(mi_get_default_heap())) return false;
+  if (_mi_is_main_thread()) {
+    mi_heap_main_init();
+    _mi_heap_set_default_direct(&_mi_heap_main);
+    return true;
+  }
+  mi_thread_data_t* td = mi_thread_data_alloc();
+  if (td == NULL) return false;
+  mi_tld_t* tld = &td->tld;
+  mi_heap_t* heap = &td->heap;
+  memcpy((void*)heap, &_mi_heap_empty, sizeof(*heap));
+  heap->thread_id = _mi_thread_id();
+  // seed from the process seed: no getrandom per thread
+  mi_random_ctx_t seed_ctx;
+  seed_ctx.s[0] = mi_atomic_add_acq_rel(&thread_seed, 0x9E3779B97F4A7C15ULL);
+  seed_ctx.s[1] = (uint64_t)heap->thread_id;
+  seed_ctx.s[2] = (uint64_t)(uintptr_t)td ^ _mi_heap_main.keys[0];
+  seed_ctx.s[3] = _mi_heap_main.keys[1] | 1;
+  _mi_random_split(&seed_ctx, &heap->random);
+  heap->cookie = _mi_heap_random_next(heap) | 1;
+  heap->keys[0] = _mi_heap_random_next(heap);
+  heap->keys[1] = _mi_heap_random_next(heap);
+  heap->tld = tld;
+  tld->heap_backing = heap;
+  tld->heaps = heap;
+  _mi_heap_set_default_direct(heap);
+  return true;
+}
+
+// Tear down the thread's heaps; false if there was nothing to do.
+static bool mi_heap_done(mi_heap_t* heap) {
+  if (!mi_heap_is_initialized(heap)) return false;
+  // from now on this thread allocates from the empty heap (main: the main heap)
+  _mi_heap_set_default_direct(_mi_is_main_thread() ? &_mi_heap_main : (mi_heap_t*)&_mi_heap_empty);
+  heap = heap->tld->heap_backing;
+  if (!mi_heap_is_initialized(heap)) return false;
+  // delete all other heaps of this thread (their blocks move to the backing heap)
+  mi_heap_t* curr = heap->tld->heaps;
+  while (curr != NULL) {
+    mi_heap_t* next = curr->next;
+    if (curr != heap) mi_heap_delete(curr);
+    curr = next;
+  }
+  if (heap == &_mi_heap_main) {
+    // the main heap stays: frees after exit must keep working
+    mi_heap_collect(heap, false);
+  }
+  else {
+    _mi_heap_collect_abandon(heap);
+    mi_thread_data_free((mi_thread_data_t*)heap);
+  }
+  return true;
+}
+
+void mi_thread_init(void) mi_attr_noexcept {
+  mi_process_init();
+  if (mi_heap_init()) {
+    if (!_mi_is_main_thread()) mi_atomic_add_relaxed(&thread_count, 1);
+  }
+}
+
+static void mi_thread_done_heap(mi_heap_t* heap) {
+  if (heap == NULL || heap->thread_id != _mi_thread_id()) return;   // not ours (or the empty heap)
+  const bool main_thread = _mi_is_main_thread();
+  if (mi_heap_done(heap) && !main_thread) mi_atomic_sub_relaxed(&thread_count, 1);
+}
+
+void mi_thread_done(void) mi_attr_noexcept {
+  mi_thread_done_heap(mi_get_default_heap());
+}
+
+// pthread key destructor: the value is the thread's default heap
+static void mi_thread_done_auto(void* value) {
+  mi_heap_t* heap = (mi_heap_t*)value;
+  if (heap != NULL && mi_heap_is_initialized(heap)) {
+    mi_thread_done_heap(heap->tld->heap_backing);
+  }
+}
+
+void _mi_heap_set_default_direct(mi_heap_t* heap) {
+  mi_assert_internal(heap != NULL);
+  _mi_heap_default = heap;
+  // the key value makes the destructor run at thread exit (NULL: not at all)
+  _mi_prim_thread_set_exit_value(mi_heap_is_initialized(heap) ? heap : NULL);
+}
+
+// ---------------------------------------------------------------------------
+// Process init and done
+// ---------------------------------------------------------------------------
+
+static void mi_process_done(void) {
+  static bool process_done = false;
+  if (!_mi_process_is_initialized || process_done) return;
+  process_done = true;
+  #if (MI_DEBUG != 0) || !defined(MI_SHARED_LIB)
+  // a statically linked copy (say in a plugin loaded many times) gives its memory back
+  mi_collect(true);
+  #endif
+  mi_thread_data_collect();
+  _mi_verbose_message("process done: 0x%zx\n", _mi_heap_main.thread_id);
+}
+
+void mi_process_init(void) mi_attr_noexcept {
+  if (_mi_process_is_initialized) return;
+  mi_heap_main_init();
+  _mi_process_is_initialized = true;
+  _mi_os_init();
+  _mi_prim_thread_init_auto_done(&mi_thread_done_auto);
+  _mi_verbose_message("process init: 0x%zx\n", _mi_heap_main.thread_id);
+  #if (MI_DEBUG > 0)
+  _mi_verbose_message("debug level : %d\n", MI_DEBUG);
+  #endif
+  mi_thread_init();
+}
+
+// Runs when the library is loaded, before main.
+static void __attribute__((constructor)) mi_process_load(void) {
+  mi_heap_main_init();
+  _mi_options_init();
+  atexit(&mi_process_done);
+  mi_process_init();
+}
+
+int mi_version(void) mi_attr_noexcept {
+  return MI_MALLOC_VERSION;
+}

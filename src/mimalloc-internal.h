@@ -1,0 +1,441 @@
+/* ----------------------------------------------------------------------------
+  mimalloc-internal.h -- cross-file prototypes, grouped under the file that
+  defines them, followed by the hot `static inline` helpers (pointer to
+  segment/page, free-list links, thread id, the default heap).
+-----------------------------------------------------------------------------*/
+#pragma once
+#ifndef MIMALLOC_INTERNAL_H
+#define MIMALLOC_INTERNAL_H
+
+#include "mimalloc.h"
+#include "mimalloc-types.h"
+#include <string.h>   // memset, memcpy
+#include <errno.h>
+
+#if defined(_MSC_VER)
+#define mi_decl_noinline        __declspec(noinline)
+#define mi_decl_thread          __declspec(thread)
+#elif defined(__GNUC__)
+#define mi_decl_noinline        __attribute__((noinline))
+#define mi_decl_thread          __thread
+#else
+#define mi_decl_noinline
+#define mi_decl_thread          __thread
+#endif
+
+#if defined(__GNUC__)
+#define mi_unlikely(x)     __builtin_expect(!!(x), 0)
+#define mi_likely(x)       __builtin_expect(!!(x), 1)
+#define mi_decl_cold       __attribute__((cold))
+#else
+#define mi_unlikely(x)     (x)
+#define mi_likely(x)       (x)
+#define mi_decl_cold
+#endif
+
+// ------------------------------------------------------
+// Internal option table (options.c). The public `mi_option_*` functions
+// come with the options issue; the enum order is the 1.6 ABI order.
+// ------------------------------------------------------
+
+typedef enum mi_option_e {
+  mi_option_show_errors,
+  mi_option_show_stats,
+  mi_option_verbose,
+  mi_option_eager_commit,
+  mi_option_eager_region_commit,
+  mi_option_reset_decommits,
+  mi_option_large_os_pages,
+  mi_option_reserve_huge_os_pages,
+  mi_option_segment_cache,
+  mi_option_page_reset,
+  mi_option_abandoned_page_reset,
+  mi_option_segment_reset,
+  mi_option_eager_commit_delay,
+  mi_option_reset_delay,
+  mi_option_use_numa_nodes,
+  mi_option_os_tag,
+  mi_option_max_errors,
+  _mi_option_last
+} mi_option_t;
+
+// options.c
+long   _mi_option_get(mi_option_t option);
+void   _mi_options_init(void);
+void   _mi_fputs(const char* prefix, const char* message);
+void   _mi_verbose_message(const char* fmt, ...);
+void   _mi_warning_message(const char* fmt, ...);
+void   _mi_error_message(int err, const char* fmt, ...);
+mi_decl_cold void _mi_assert_fail(const char* assertion, const char* fname, unsigned int line, const char* func);
+
+// init.c
+extern mi_decl_thread mi_heap_t* _mi_heap_default;  // the thread's default heap
+extern const mi_heap_t _mi_heap_empty;              // read-only empty heap (all queues empty)
+extern const mi_page_t _mi_page_empty;              // read-only empty page (free list NULL)
+extern mi_heap_t       _mi_heap_main;               // the main thread's backing heap
+extern bool            _mi_process_is_initialized;
+uintptr_t  _mi_random_shuffle(uintptr_t x);
+bool       _mi_is_main_thread(void);
+void       _mi_heap_set_default_direct(mi_heap_t* heap);
+bool       _mi_thread_is_done(void);
+size_t     _mi_current_thread_count(void);
+
+// random.c
+void       _mi_random_init(mi_random_ctx_t* ctx);
+void       _mi_random_split(mi_random_ctx_t* ctx, mi_random_ctx_t* new_ctx);
+uintptr_t  _mi_random_next(mi_random_ctx_t* ctx);
+uintptr_t  _mi_heap_random_next(mi_heap_t* heap);
+uintptr_t  _mi_os_random_weak(uintptr_t extra_seed);
+
+// os.c
+void       _mi_os_init(void);
+size_t     _mi_os_page_size(void);
+size_t     _mi_os_good_alloc_size(size_t size);
+void*      _mi_os_alloc(size_t size);                       // committed, for metadata
+void       _mi_os_free(void* p, size_t size);
+void*      _mi_os_alloc_aligned_at(size_t size, size_t alignment, size_t align_offset,
+                                   bool commit, bool allow_large, bool* is_large, bool* is_zero);
+bool       _mi_os_commit(void* p, size_t size, bool* is_zero);
+bool       _mi_os_decommit(void* p, size_t size);
+bool       _mi_os_reset(void* p, size_t size);             // drop pages, keep access, reads zeros
+bool       _mi_os_protect(void* p, size_t size);
+bool       _mi_os_unprotect(void* p, size_t size);
+
+// region.c
+void*      _mi_region_alloc(size_t size, bool commit, bool allow_large, bool* is_committed,
+                            bool* is_large, bool* is_zero, mi_memid_t* memid, mi_segments_tld_t* tld);
+void       _mi_region_free(void* p, size_t size, mi_memid_t memid, bool purge_now);
+void       _mi_region_collect(bool force, bool free_unused);
+void       _mi_region_abandon(mi_segment_t* segment);
+bool       _mi_region_claim_abandoned(mi_segment_t* segment);
+mi_segment_t* _mi_region_next_abandoned(size_t* cursor);
+size_t     _mi_region_abandoned_count(void);
+void       _mi_segment_map_allocated_at(const mi_segment_t* segment);
+void       _mi_segment_map_freed_at(const mi_segment_t* segment);
+bool       _mi_segment_map_contains(const void* segment);
+
+// segment.c
+mi_page_t* _mi_segment_page_alloc(mi_heap_t* heap, size_t block_size, size_t page_alignment, size_t align_offset, mi_segments_tld_t* tld);
+void       _mi_segment_page_free(mi_page_t* page, bool force, mi_segments_tld_t* tld);
+void       _mi_segment_page_abandon(mi_page_t* page, mi_segments_tld_t* tld);
+uint8_t*   _mi_segment_page_start(const mi_segment_t* segment, const mi_page_t* page, size_t block_size, size_t* page_size, size_t* pre_size);
+bool       _mi_segment_reclaim_on_free(mi_segment_t* segment, mi_heap_t* heap);
+void       _mi_abandoned_reclaim_all(mi_heap_t* heap, mi_segments_tld_t* tld);
+void       _mi_segments_collect(bool force, mi_segments_tld_t* tld);
+mi_segment_t* _mi_segment_of_unit_aligned(const void* p);
+void       _mi_segment_huge_page_free(mi_segment_t* segment, mi_page_t* page, mi_block_t* block);
+
+// page-queue.c
+uint8_t    _mi_bin(size_t size);
+size_t     _mi_bin_size(uint8_t bin);
+mi_page_queue_t* _mi_page_queue(const mi_heap_t* heap, size_t size);
+mi_page_queue_t* _mi_heap_page_queue_of(mi_heap_t* heap, const mi_page_t* page);
+void       _mi_page_queue_push(mi_heap_t* heap, mi_page_queue_t* queue, mi_page_t* page);
+void       _mi_page_queue_remove(mi_page_queue_t* queue, mi_page_t* page);
+void       _mi_page_queue_enqueue_from(mi_page_queue_t* to, mi_page_queue_t* from, mi_page_t* page);
+size_t     _mi_page_queue_append(mi_heap_t* heap, mi_page_queue_t* pq, mi_page_queue_t* append);
+bool       _mi_page_queue_is_huge(const mi_page_queue_t* pq);
+bool       _mi_page_queue_is_full(const mi_page_queue_t* pq);
+
+// page.c
+void*      _mi_malloc_generic(mi_heap_t* heap, size_t size) mi_attr_noexcept;
+void       _mi_page_free_collect(mi_page_t* page, bool force);
+void       _mi_page_reclaim(mi_heap_t* heap, mi_page_t* page);
+void       _mi_page_retire(mi_page_t* page) mi_attr_noexcept;
+void       _mi_page_unfull(mi_page_t* page);
+void       _mi_page_free(mi_page_t* page, mi_page_queue_t* pq, bool force);
+void       _mi_page_abandon(mi_page_t* page, mi_page_queue_t* pq);
+void       _mi_page_use_delayed_free(mi_page_t* page, mi_delayed_t delay, bool override_never);
+bool       _mi_page_try_use_delayed_free(mi_page_t* page, mi_delayed_t delay, bool override_never);
+void       _mi_heap_delayed_free(mi_heap_t* heap);
+void       _mi_heap_collect_retired(mi_heap_t* heap, bool force);
+void       _mi_deferred_free(mi_heap_t* heap, bool force);
+mi_page_t* _mi_huge_page_alloc(mi_heap_t* heap, size_t size, size_t page_alignment, size_t align_offset);
+
+// heap.c
+void       _mi_heap_destroy_pages(mi_heap_t* heap);
+void       _mi_heap_collect_abandon(mi_heap_t* heap);
+void       _mi_heap_init_from(mi_heap_t* heap, mi_tld_t* tld, mi_heap_t* parent);
+
+// alloc.c
+void*      _mi_page_malloc(mi_heap_t* heap, mi_page_t* page, size_t size) mi_attr_noexcept;
+void*      _mi_heap_malloc_zero(mi_heap_t* heap, size_t size, bool zero) mi_attr_noexcept;
+void*      _mi_heap_realloc_zero(mi_heap_t* heap, void* p, size_t newsize, bool zero) mi_attr_noexcept;
+void       _mi_realloc_move(void* newp, void* p, size_t size, size_t newsize, bool zero);
+void       _mi_block_zero_init(const mi_page_t* page, void* p, size_t size);
+mi_block_t* _mi_page_ptr_unalign(const mi_segment_t* segment, const mi_page_t* page, const void* p);
+bool       _mi_free_delayed_block(mi_block_t* block);
+mi_page_t* _mi_ptr_page_of(const void* p);
+size_t     _mi_usable_size_of(const void* p);
+
+// ------------------------------------------------------
+// Assertions (graded: see MI_DEBUG in mimalloc-types.h). Disabled level 1
+// and 2 asserts still type-check their expression (never evaluated); level 3
+// asserts call validators that only exist at level 3. A failing assert never
+// allocates.
+// ------------------------------------------------------
+
+#define mi_assert_always(expr)  ((expr) ? (void)0 : _mi_assert_fail(#expr, __FILE__, __LINE__, __func__))
+
+#if (MI_DEBUG >= 1)
+#define mi_assert(x)          mi_assert_always(x)
+#else
+#define mi_assert(x)          ((void)(0 && (x)))
+#endif
+#if (MI_DEBUG >= 2)
+#define mi_assert_internal(x) mi_assert_always(x)
+#else
+#define mi_assert_internal(x) ((void)(0 && (x)))
+#endif
+#if (MI_DEBUG >= 3)
+#define mi_assert_expensive(x) mi_assert_always(x)
+#else
+#define mi_assert_expensive(x) ((void)0)
+#endif
+
+// ------------------------------------------------------
+// Arithmetic
+// ------------------------------------------------------
+
+#define MI_INIT4(x)   x(),x(),x(),x()
+#define MI_INIT8(x)   MI_INIT4(x),MI_INIT4(x)
+#define MI_INIT16(x)  MI_INIT8(x),MI_INIT8(x)
+#define MI_INIT32(x)  MI_INIT16(x),MI_INIT16(x)
+#define MI_INIT64(x)  MI_INIT32(x),MI_INIT32(x)
+#define MI_INIT128(x) MI_INIT64(x),MI_INIT64(x)
+
+static inline bool _mi_is_power_of_two(uintptr_t x) {
+  return ((x & (x - 1)) == 0);
+}
+
+static inline uintptr_t _mi_align_up(uintptr_t sz, size_t alignment) {
+  mi_assert_internal(alignment != 0);
+  uintptr_t mask = alignment - 1;
+  if ((alignment & mask) == 0) return ((sz + mask) & ~mask);
+  return (((sz + mask) / alignment) * alignment);
+}
+
+static inline uintptr_t _mi_align_down(uintptr_t sz, size_t alignment) {
+  uintptr_t mask = alignment - 1;
+  if ((alignment & mask) == 0) return (sz & ~mask);
+  return ((sz / alignment) * alignment);
+}
+
+static inline size_t _mi_divide_up(size_t size, size_t divider) {
+  return (divider == 0 ? size : ((size + divider - 1) / divider));
+}
+
+static inline size_t _mi_wsize_from_size(size_t size) {
+  mi_assert_internal(size <= SIZE_MAX - sizeof(uintptr_t));
+  return (size + sizeof(uintptr_t) - 1) / sizeof(uintptr_t);
+}
+
+// Overflow-checked multiply.
+static inline bool mi_mul_overflow(size_t count, size_t size, size_t* total) {
+  return __builtin_mul_overflow(count, size, total);
+}
+
+// Overflow-checked count*size for the allocation API: reports EOVERFLOW.
+static inline bool mi_count_size_overflow(size_t count, size_t size, size_t* total) {
+  if (count == 1) { *total = size; return false; }
+  if (mi_unlikely(mi_mul_overflow(count, size, total))) {
+    _mi_error_message(EOVERFLOW, "allocation request is too large (%zu * %zu bytes)\n", count, size);
+    *total = SIZE_MAX;
+    return true;
+  }
+  return false;
+}
+
+static inline size_t mi_clz(uintptr_t x) {
+  return (x == 0 ? MI_INTPTR_BITS : (size_t)__builtin_clzl(x));
+}
+static inline size_t mi_ctz(uintptr_t x) {
+  return (x == 0 ? MI_INTPTR_BITS : (size_t)__builtin_ctzl(x));
+}
+// index of the highest set bit (x != 0)
+static inline size_t mi_bsr(uintptr_t x) {
+  return (MI_INTPTR_BITS - 1 - mi_clz(x));
+}
+
+// ------------------------------------------------------
+// Thread id and the default heap
+// ------------------------------------------------------
+
+// The thread control block address: unique per live thread, one instruction.
+static inline uintptr_t _mi_thread_id(void) mi_attr_noexcept {
+#if defined(__x86_64__) && defined(__linux__)
+  uintptr_t tid;
+  __asm__("movq %%fs:0, %0" : "=r" (tid) : : );
+  return tid;
+#elif defined(__aarch64__)
+  uintptr_t tid;
+  __asm__ volatile ("mrs %0, tpidr_el0" : "=r" (tid));
+  return tid;
+#else
+  return (uintptr_t)&_mi_heap_default;
+#endif
+}
+
+static inline mi_heap_t* mi_get_default_heap(void) {
+  return _mi_heap_default;
+}
+
+static inline bool mi_heap_is_initialized(const mi_heap_t* heap) {
+  mi_assert_internal(heap != NULL);
+  return (heap != &_mi_heap_empty);
+}
+
+static inline bool mi_heap_is_backing(const mi_heap_t* heap) {
+  return (heap->tld->heap_backing == heap);
+}
+
+static inline uintptr_t _mi_ptr_cookie(const void* p) {
+  extern mi_heap_t _mi_heap_main;
+  mi_assert_internal(_mi_heap_main.cookie != 0);
+  return ((uintptr_t)p ^ _mi_heap_main.cookie);
+}
+
+// ------------------------------------------------------
+// Pointers to segments and pages
+// ------------------------------------------------------
+
+// The segment unit containing p (for NULL: NULL).
+static inline mi_segment_t* _mi_ptr_segment(const void* p) {
+  return (mi_segment_t*)((uintptr_t)p & ~MI_SEGMENT_MASK);
+}
+
+static inline size_t mi_segment_page_index(const mi_segment_t* segment, const void* p) {
+  ptrdiff_t diff = (const uint8_t*)p - (const uint8_t*)segment;
+  mi_assert_internal(diff >= 0 && (size_t)diff < MI_SEGMENT_SIZE);
+  size_t idx = (size_t)diff >> segment->page_shift;
+  mi_assert_internal(idx < segment->capacity);
+  return idx;
+}
+
+// The page descriptor of a pointer inside the segment's first 4 MiB.
+static inline mi_page_t* _mi_segment_page_of(const mi_segment_t* segment, const void* p) {
+  return (mi_page_t*)&segment->pages[mi_segment_page_index(segment, p)];
+}
+
+static inline mi_segment_t* _mi_page_segment(const mi_page_t* page) {
+  mi_segment_t* segment = _mi_ptr_segment(page);
+  mi_assert_internal(segment == NULL || page == &segment->pages[page->segment_idx]);
+  return segment;
+}
+
+// Full size of a block, including huge blocks.
+static inline size_t mi_page_block_size(const mi_page_t* page) {
+  const size_t bsize = page->xblock_size;
+  mi_assert_internal(bsize > 0);
+  if (mi_likely(bsize < MI_HUGE_BLOCK_SIZE)) return bsize;
+  size_t psize;
+  _mi_segment_page_start(_mi_page_segment(page), page, bsize, &psize, NULL);
+  return psize;
+}
+
+// Start of the page's block area.
+static inline uint8_t* _mi_page_start(const mi_segment_t* segment, const mi_page_t* page, size_t* page_size) {
+  const size_t bsize = page->xblock_size;
+  return _mi_segment_page_start(segment, page, bsize, page_size, NULL);
+}
+
+static inline mi_heap_t* mi_page_heap(const mi_page_t* page) {
+  return (mi_heap_t*)mi_atomic_load_relaxed(&((mi_page_t*)page)->xheap);
+}
+
+
+// ------------------------------------------------------
+// Page state
+// ------------------------------------------------------
+
+static inline mi_block_t* mi_tf_block(mi_thread_free_t tf) {
+  return (mi_block_t*)(tf & ~(uintptr_t)0x03);
+}
+static inline mi_delayed_t mi_tf_delayed(mi_thread_free_t tf) {
+  return (mi_delayed_t)(tf & 0x03);
+}
+static inline mi_thread_free_t mi_tf_make(mi_block_t* block, mi_delayed_t delayed) {
+  return (mi_thread_free_t)((uintptr_t)block | (uintptr_t)delayed);
+}
+static inline mi_thread_free_t mi_tf_set_delayed(mi_thread_free_t tf, mi_delayed_t delayed) {
+  return mi_tf_make(mi_tf_block(tf), delayed);
+}
+static inline mi_thread_free_t mi_tf_set_block(mi_thread_free_t tf, mi_block_t* block) {
+  return mi_tf_make(block, mi_tf_delayed(tf));
+}
+
+static inline void mi_page_set_heap(mi_page_t* page, mi_heap_t* heap) {
+  mi_atomic_store_release(&page->xheap, (uintptr_t)heap);
+}
+
+static inline mi_block_t* mi_page_thread_free(const mi_page_t* page) {
+  return mi_tf_block(mi_atomic_load_relaxed(&((mi_page_t*)page)->xthread_free));
+}
+
+// Used only in assertions: a page may change heap only while no remote
+// thread is in the middle of pushing on the old heap's delayed list.
+#define mi_page_thread_free_flag_ok(page) \
+  (mi_tf_delayed(mi_atomic_load_relaxed(&((mi_page_t*)(page))->xthread_free)) != MI_DELAYED_FREEING)
+
+// All blocks are free (only reliable after collecting thread_free).
+static inline bool mi_page_all_free(const mi_page_t* page) {
+  return (page->used == 0);
+}
+
+// There are free blocks ready to pop or to move from local_free.
+static inline bool mi_page_has_any_available(const mi_page_t* page) {
+  return (page->used < page->reserved || (mi_page_thread_free(page) != NULL));
+}
+
+static inline bool mi_page_immediate_available(const mi_page_t* page) {
+  return (page->free != NULL);
+}
+
+// More than 7/8 of the page is in use (do not keep it in the search queue).
+static inline bool mi_page_mostly_used(const mi_page_t* page) {
+  if (page == NULL) return true;
+  uint16_t frac = page->reserved / 8U;
+  return (page->reserved - page->used <= frac);
+}
+
+static inline bool mi_page_is_in_full(const mi_page_t* page) {
+  return page->flags.x.in_full;
+}
+static inline void mi_page_set_in_full(mi_page_t* page, bool in_full) {
+  page->flags.x.in_full = in_full;
+}
+static inline bool mi_page_has_aligned(const mi_page_t* page) {
+  return page->flags.x.has_aligned;
+}
+static inline void mi_page_set_has_aligned(mi_page_t* page, bool has_aligned) {
+  page->flags.x.has_aligned = has_aligned;
+}
+
+static inline bool mi_page_is_huge(const mi_page_t* page) {
+  return (_mi_page_segment(page)->page_kind == MI_PAGE_HUGE);
+}
+
+// ------------------------------------------------------
+// Free-list links. Release builds store plain pointers; the encoded variant
+// (secure/debug) plugs in here without touching any caller.
+// ------------------------------------------------------
+
+static inline mi_block_t* mi_block_next(const mi_page_t* page, const mi_block_t* block) {
+  (void)page;
+  return (mi_block_t*)block->next;
+}
+
+static inline void mi_block_set_next(const mi_page_t* page, mi_block_t* block, const mi_block_t* next) {
+  (void)page;
+  block->next = (uintptr_t)next;
+}
+
+// ------------------------------------------------------
+// Segment helpers
+// ------------------------------------------------------
+
+static inline bool mi_segment_is_valid_cookie(const mi_segment_t* segment) {
+  return (segment->cookie == _mi_ptr_cookie(segment));
+}
+
+#endif

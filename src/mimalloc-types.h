@@ -1,0 +1,294 @@
+/* ----------------------------------------------------------------------------
+  mimalloc-types.h -- every core structure, with its invariants next to its
+  fields, and every build variant derived in one place.
+
+  Reading order: build variants, constants, blocks, pages, segments, queues,
+  heaps, thread-local data. The numbers follow the 1.6 brief (architecture.md
+  §2); see docs/design.md for where and why we deviate.
+-----------------------------------------------------------------------------*/
+#pragma once
+#ifndef MIMALLOC_TYPES_H
+#define MIMALLOC_TYPES_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdbool.h>
+#include "mimalloc-atomic.h"
+
+// ------------------------------------------------------
+// Build variants (derived here and nowhere else)
+// ------------------------------------------------------
+
+// MI_DEBUG: 0 = release (no checks, a few always-on safety tests);
+//           1 = cheap assertions (argument/result sanity);         cost ~ a few %
+//           2 = internal assertions (default for Debug builds);     cost ~ 2x
+//           3 = whole-structure validators (page/segment/heap);     cost ~ 10x+, used in CI
+#if !defined(MI_DEBUG)
+  #if !defined(NDEBUG) || defined(_DEBUG)
+    #define MI_DEBUG 2
+  #else
+    #define MI_DEBUG 0
+  #endif
+#endif
+
+// MI_INTPTR_SIZE: the word size; every block size is a multiple of it.
+#if INTPTR_MAX == INT64_MAX
+  #define MI_INTPTR_SHIFT (3)
+#elif INTPTR_MAX == INT32_MAX
+  #define MI_INTPTR_SHIFT (2)
+#else
+  #error platform must be 32 or 64 bits
+#endif
+#define MI_INTPTR_SIZE  (1 << MI_INTPTR_SHIFT)
+#define MI_INTPTR_BITS  (MI_INTPTR_SIZE * 8)
+
+#define KiB     ((size_t)1024)
+#define MiB     (KiB*KiB)
+#define GiB     (MiB*KiB)
+
+// ------------------------------------------------------
+// Main constants (architecture.md §2)
+// ------------------------------------------------------
+
+#define MI_SMALL_PAGE_SHIFT               (13 + MI_INTPTR_SHIFT)      // 64 KiB
+#define MI_MEDIUM_PAGE_SHIFT              ( 3 + MI_SMALL_PAGE_SHIFT)  // 512 KiB
+#define MI_LARGE_PAGE_SHIFT               ( 3 + MI_MEDIUM_PAGE_SHIFT) // 4 MiB
+#define MI_SEGMENT_SHIFT                  ( MI_LARGE_PAGE_SHIFT)      // 4 MiB
+
+#define MI_SEGMENT_SIZE                   ((size_t)1 << MI_SEGMENT_SHIFT)
+#define MI_SEGMENT_MASK                   ((uintptr_t)MI_SEGMENT_SIZE - 1)
+
+#define MI_SMALL_PAGE_SIZE                ((size_t)1 << MI_SMALL_PAGE_SHIFT)
+#define MI_MEDIUM_PAGE_SIZE               ((size_t)1 << MI_MEDIUM_PAGE_SHIFT)
+#define MI_LARGE_PAGE_SIZE                ((size_t)1 << MI_LARGE_PAGE_SHIFT)
+
+#define MI_SMALL_PAGES_PER_SEGMENT        (MI_SEGMENT_SIZE/MI_SMALL_PAGE_SIZE)   // 64
+#define MI_MEDIUM_PAGES_PER_SEGMENT       (MI_SEGMENT_SIZE/MI_MEDIUM_PAGE_SIZE)  // 8
+#define MI_LARGE_PAGES_PER_SEGMENT        (MI_SEGMENT_SIZE/MI_LARGE_PAGE_SIZE)   // 1
+
+#define MI_SMALL_OBJ_SIZE_MAX             (MI_SMALL_PAGE_SIZE/4)   // 16 KiB
+#define MI_MEDIUM_OBJ_SIZE_MAX            (MI_MEDIUM_PAGE_SIZE/4)  // 128 KiB
+#define MI_LARGE_OBJ_SIZE_MAX             (MI_SEGMENT_SIZE/2)      // 2 MiB
+#define MI_LARGE_OBJ_WSIZE_MAX            (MI_LARGE_OBJ_SIZE_MAX/MI_INTPTR_SIZE)
+#define MI_HUGE_OBJ_SIZE_MAX              (2*MI_INTPTR_SIZE*MI_SEGMENT_SIZE)  // 64 MiB: huge vs giant
+
+#define MI_HUGE_SEGMENT_ROUND             (256*KiB)   // huge segments are rounded to this
+#define MI_MAX_ALIGN_SIZE                 16          // every block > 8 bytes is 16-aligned
+#define MI_ALIGNMENT_MAX_IN_SEGMENT       (MI_SEGMENT_SIZE/2)  // larger alignments get their own segment
+
+#define MI_BIN_HUGE                       (73U)   // queue of pages holding one huge block
+#define MI_BIN_FULL                       (MI_BIN_HUGE+1)  // queue of pages without free blocks
+
+#define MI_SMALL_WSIZE_MAX                (128)
+#define MI_SMALL_SIZE_MAX                 (MI_SMALL_WSIZE_MAX*sizeof(void*))
+#define MI_PAGES_DIRECT                   (MI_SMALL_WSIZE_MAX + 1)
+
+// Used as the page's block size for huge blocks whose size does not fit 32 bits.
+#define MI_HUGE_BLOCK_SIZE                ((uint32_t)MI_HUGE_OBJ_SIZE_MAX)
+
+#define MI_MAX_EXTEND_SIZE                (4*KiB)   // extend a free list by one OS page worth at most
+#define MI_MIN_EXTEND                     (1)
+
+#define MI_RETIRE_CYCLES_SMALL            (8)       // retire delay for blocks <= 16 KiB
+#define MI_RETIRE_CYCLES_LARGE            (2)       // and for larger blocks
+
+#define MI_RECLAIM_TRIES                  (8)       // abandoned segments inspected per fresh-page request
+#define MI_RECLAIM_FORCE_VISITS           (3)       // a segment passed over this often is reclaimed anyway
+
+// Regions: the process-wide memory layer.
+#define MI_REGION_BLOCKS                  (MI_INTPTR_BITS)                 // 64 segment blocks each
+#define MI_REGION_SIZE                    (MI_SEGMENT_SIZE * MI_REGION_BLOCKS)  // 256 MiB
+#define MI_REGION_MAX                     (1024)                           // 256 GiB of region memory
+#define MI_REGION_MAX_OBJ_BLOCKS          (MI_REGION_BLOCKS/4)             // 16 blocks = 64 MiB
+
+// The segment map covers the whole user address space (47 bits): one bit per segment unit.
+#define MI_ADDRESS_BITS                   (47)
+#define MI_SEGMENT_MAP_BITS               ((size_t)1 << (MI_ADDRESS_BITS - MI_SEGMENT_SHIFT))
+
+// Thread metadata blocks kept for reuse by new threads.
+#define MI_TD_CACHE_SIZE                  (32)
+
+
+// ------------------------------------------------------
+// Blocks and the delayed-free state
+// ------------------------------------------------------
+
+// A free block: its first word links to the next free block.
+typedef struct mi_block_s {
+  uintptr_t next;   // read and written only through mi_block_next / mi_block_set_next
+} mi_block_t;
+
+// Delayed-free state in the low 2 bits of page->xthread_free (architecture §8).
+typedef enum mi_delayed_e {
+  MI_USE_DELAYED_FREE   = 0, // the next remote free goes to the owner heap's delayed list
+  MI_DELAYED_FREEING    = 1, // transient: a remote thread is pushing on the heap's delayed list
+  MI_NO_DELAYED_FREE    = 2, // a block of this page is on the delayed list; push to thread_free
+  MI_NEVER_DELAYED_FREE = 3  // sticky: the owner heap is going away; always push to thread_free
+} mi_delayed_t;
+
+typedef uintptr_t mi_thread_free_t;   // block pointer | delayed state
+
+// The flags byte tested as a whole by `free`: non-zero sends it to the generic path.
+typedef union mi_page_flags_s {
+  uint8_t full_aligned;
+  struct {
+    uint8_t in_full : 1;      // the page sits in the full queue
+    uint8_t has_aligned : 1;  // some block was handed out as an aligned interior pointer
+  } x;
+} mi_page_flags_t;
+
+// ------------------------------------------------------
+// Pages
+// ------------------------------------------------------
+
+// A page: a run of equal-sized blocks inside a segment. 64 bytes on 64-bit.
+// Invariants (owner thread's view, after collecting thread_free):
+//   used + |free| + |local_free| == capacity <= reserved;
+//   used counts blocks handed out (including those sitting in thread_free);
+//   used == 0 means every block is free (only reliable after a collect).
+// Only the owner touches free, local_free, used, capacity and the queue links;
+// other threads only CAS xthread_free and read xheap / xblock_size.
+typedef struct mi_page_s {
+  // segment-level state
+  uint8_t  segment_idx;         // index of this page in segment->pages
+  uint8_t  segment_in_use:1;    // claimed by a heap (else available in its segment)
+  uint8_t  is_reset:1;          // memory was purged; contents are zero
+  uint8_t  is_committed:1;      // memory is accessible
+  uint8_t  is_zero_init:1;      // memory was known zero when the page was initialised
+  uint16_t capacity;            // blocks threaded into free lists at least once
+  uint16_t reserved;            // blocks that fit in the page area
+  mi_page_flags_t flags;        // in_full / has_aligned
+  uint8_t  is_zero:1;           // blocks on `free` are zero except their link word
+  uint8_t  retire_expire:7;     // retire countdown (0 = not retired)
+
+  mi_block_t* free;             // allocation list (owner only)
+  uint32_t used;                // blocks in use; while unused: the reset expiry time in ms
+  uint32_t xblock_size;         // block size, or MI_HUGE_BLOCK_SIZE (then derive from the segment)
+  mi_block_t* local_free;       // blocks freed by the owner (owner only)
+  _Atomic(mi_thread_free_t) xthread_free;  // blocks freed by other threads | delayed state
+  _Atomic(uintptr_t) xheap;     // owning heap, or 0 when abandoned
+
+  struct mi_page_s* next;       // heap queue links, or the reset queue while unused
+  struct mi_page_s* prev;
+} mi_page_t;
+
+typedef enum mi_page_kind_e {
+  MI_PAGE_SMALL,    // 64 KiB pages, blocks <= 16 KiB
+  MI_PAGE_MEDIUM,   // 512 KiB pages, blocks <= 128 KiB
+  MI_PAGE_LARGE,    // one 4 MiB page, blocks <= 2 MiB
+  MI_PAGE_HUGE      // one page of any size holding one block
+} mi_page_kind_t;
+
+// ------------------------------------------------------
+// Segments
+// ------------------------------------------------------
+
+// Where a segment's memory came from (for freeing it).
+typedef struct mi_memid_s {
+  uint32_t region_idx;          // region index + 1, or 0 when mapped straight from the OS
+  uint32_t block_idx;           // first 4 MiB block inside the region
+} mi_memid_t;
+
+// A segment: 4 MiB aligned, header + page descriptors at the start.
+// Invariants: used <= capacity; abandoned <= used; thread_id == 0 iff abandoned.
+// The header is only touched by the owner, except thread_id (atomic, CAS by
+// reclaimers) and the fields read-only after creation (kind, shift, sizes, memid).
+typedef struct mi_segment_s {
+  mi_memid_t memid;             // where the memory came from
+  size_t     mem_size;          // bytes mapped (>= segment_size for big-aligned segments)
+  bool       mem_is_fixed;      // large OS pages: never purged
+  bool       mem_is_committed;  // the whole segment is accessible
+
+  struct mi_segment_s* next;    // free-segment queue links (owner only)
+  struct mi_segment_s* prev;
+
+  size_t     abandoned;         // pages abandoned (no heap) among the used ones
+  size_t     abandoned_visits;  // times inspected for reclaim without being taken
+  size_t     used;              // pages in use
+  size_t     capacity;          // number of pages
+  size_t     segment_size;      // segment bytes (4 MiB, or more for huge)
+  size_t     segment_info_size; // header bytes before page 0's area
+  uintptr_t  cookie;            // segment address ^ process key, checked in debug builds
+  uint8_t*   aligned_block;     // big-alignment huge segment: the block start (else NULL)
+
+  size_t     page_shift;        // log2 of the page size (16, 19 or 22)
+  _Atomic(uintptr_t) thread_id; // owner thread, 0 when abandoned
+  mi_page_kind_t page_kind;
+  mi_page_t  pages[1];          // `capacity` descriptors (the first one inline)
+} mi_segment_t;
+
+// ------------------------------------------------------
+// Heaps
+// ------------------------------------------------------
+
+// A queue of pages of the same block size.
+typedef struct mi_page_queue_s {
+  mi_page_t* first;
+  mi_page_t* last;
+  size_t     block_size;
+} mi_page_queue_t;
+
+// Random generator state (see random.c).
+typedef struct mi_random_ctx_s {
+  uint64_t s[4];
+} mi_random_ctx_t;
+
+typedef struct mi_tld_s mi_tld_t;
+
+// A heap: the page queues one thread allocates from.
+// Invariant: pages_free_direct[w] points at the first page of the queue for
+// word size w (or at the empty page), for every w <= MI_SMALL_WSIZE_MAX.
+struct mi_heap_s {
+  mi_tld_t*        tld;
+  mi_page_t*       pages_free_direct[MI_PAGES_DIRECT];  // fast-path entry per word size
+  mi_page_queue_t  pages[MI_BIN_FULL + 1];              // queues per bin, + huge + full
+  _Atomic(mi_block_t*) thread_delayed_free;             // remote first-frees into full pages
+  uintptr_t        thread_id;                           // owner thread
+  uintptr_t        cookie;                              // random, odd
+  uintptr_t        keys[2];                             // for encoding the delayed list
+  mi_random_ctx_t  random;
+  size_t           page_count;                          // pages in all queues
+  size_t           page_retired_min;                    // bins that may hold a retired page
+  size_t           page_retired_max;
+  struct mi_heap_s* next;                               // next heap of this thread
+  bool             no_reclaim;                          // user heap: never receives reclaimed pages
+};
+typedef struct mi_heap_s mi_heap_t;
+
+// ------------------------------------------------------
+// Thread-local data
+// ------------------------------------------------------
+
+typedef struct mi_segment_queue_s {
+  mi_segment_t* first;
+  mi_segment_t* last;
+} mi_segment_queue_t;
+
+// Pages waiting for their delayed reset, newest first (so ordered by expiry).
+typedef struct mi_page_reset_queue_s {
+  mi_page_t* first;
+  mi_page_t* last;
+} mi_page_reset_queue_t;
+
+typedef struct mi_segments_tld_s {
+  mi_segment_queue_t    small_free;    // small segments with an unused page
+  mi_segment_queue_t    medium_free;   // medium segments with an unused page
+  mi_page_reset_queue_t pages_reset;   // unused pages waiting for their reset
+  size_t count;                        // segments owned
+  size_t peak_count;
+  size_t current_size;                 // bytes of segments owned
+  size_t peak_size;
+  size_t region_cursor;                // where this thread last found region space
+  size_t reclaim_cursor;               // where the abandoned-segment scan continues
+} mi_segments_tld_t;
+
+// Per-thread data shared by all heaps of a thread.
+struct mi_tld_s {
+  unsigned long long heartbeat;        // slow-path events so far
+  bool               recurse;          // inside the deferred-free hook
+  mi_heap_t*         heap_backing;     // the thread's first heap; lives until thread exit
+  mi_heap_t*         heaps;            // all heaps of this thread
+  mi_segments_tld_t  segments;
+};
+
+#endif

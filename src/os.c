@@ -1,0 +1,220 @@
+/* ----------------------------------------------------------------------------
+  os.c -- OS memory policy on top of the primitives of prim/prim.h.
+
+  What this layer adds to the raw primitives:
+  - aligned reservations: first try a plain mapping at a *hint* address taken
+    from an atomic bump pointer in [4 TiB, 30 TiB) that starts at a random
+    multiple of 4 MiB; consecutive requests are then contiguous and aligned,
+    so the over-allocate-and-trim fallback is rarely needed;
+  - page rounding: commit rounds outward, decommit/purge round inward;
+  - reporting: every failing OS call is a warning, never a crash;
+  - reset = MADV_DONTNEED (the range stays accessible and reads zeros);
+    whether a page reset decommits instead is decided by the segment layer.
+-----------------------------------------------------------------------------*/
+#include "mimalloc-internal.h"
+#include "prim/prim.h"
+
+static size_t os_page_size = 4096;
+static size_t os_large_page_size = 2 * MiB;
+
+void _mi_os_init(void) {
+  _mi_prim_init(&os_page_size, &os_large_page_size);
+}
+
+size_t _mi_os_page_size(void) {
+  return os_page_size;
+}
+
+// Round huge sizes so that waste is bounded (~12.5%) and sizes repeat.
+size_t _mi_os_good_alloc_size(size_t size) {
+  size_t align_size;
+  if (size < 512 * KiB) align_size = _mi_os_page_size();
+  else if (size < 2 * MiB) align_size = 64 * KiB;
+  else if (size < 8 * MiB) align_size = 256 * KiB;
+  else if (size < 32 * MiB) align_size = 1 * MiB;
+  else align_size = 4 * MiB;
+  if (mi_unlikely(size >= (SIZE_MAX - align_size))) return size;  // possible overflow
+  return _mi_align_up(size, align_size);
+}
+
+// ---------------------------------------------------------------------------
+// Raw allocation
+// ---------------------------------------------------------------------------
+
+static void* mi_os_mem_alloc(void* hint, size_t size, bool commit, bool allow_large, bool* is_large, bool* is_zero) {
+  void* p = NULL;
+  bool large = false, zero = false;
+  int err = _mi_prim_alloc(hint, size, commit, allow_large, &p, &large, &zero);
+  if (err != 0) {
+    _mi_warning_message("unable to allocate OS memory (error: %d (0x%x), size: 0x%zx bytes, address: %p, allow large: %d)\n",
+                        err, err, size, hint, allow_large);
+    return NULL;
+  }
+  if (is_large != NULL) *is_large = large;
+  if (is_zero != NULL) *is_zero = zero;
+  return p;
+}
+
+static void mi_os_mem_free(void* p, size_t size) {
+  if (p == NULL || size == 0) return;
+  int err = _mi_prim_free(p, size);
+  if (err != 0) {
+    _mi_warning_message("unable to free OS memory (error: %d (0x%x), size: 0x%zx bytes, address: %p)\n", err, err, size, p);
+  }
+}
+
+void* _mi_os_alloc(size_t size) {
+  if (size == 0) return NULL;
+  size = _mi_align_up(size, _mi_os_page_size());
+  return mi_os_mem_alloc(NULL, size, true, false, NULL, NULL);
+}
+
+void _mi_os_free(void* p, size_t size) {
+  if (p == NULL) return;
+  size = _mi_align_up(size, _mi_os_page_size());
+  mi_os_mem_free(p, size);
+}
+
+// ---------------------------------------------------------------------------
+// Aligned allocation with the address hint
+// ---------------------------------------------------------------------------
+
+#if (MI_INTPTR_SIZE >= 8)
+#define MI_HINT_BASE  ((uintptr_t)4 << 40)   // 4 TiB
+#define MI_HINT_AREA  ((uintptr_t)4 << 40)   // random start within the first 4 TiB above the base
+#define MI_HINT_MAX   ((uintptr_t)30 << 40)  // wrap after 30 TiB
+static _Atomic(uintptr_t) aligned_base;
+
+// A hint address for a `size` bytes segment-aligned reservation, or NULL.
+static void* mi_os_get_aligned_hint(size_t try_alignment, size_t size) {
+  if (try_alignment == 0 || try_alignment > MI_SEGMENT_SIZE) return NULL;
+  if ((size % MI_SEGMENT_SIZE) != 0) return NULL;
+  if (size > 1 * GiB) return NULL;   // keep the hint area for segments and regions
+  uintptr_t hint = mi_atomic_add_acq_rel(&aligned_base, size);
+  if (hint == 0 || hint > MI_HINT_MAX) {
+    // initialise (or wrap) at the base plus a random multiple of the segment size
+    uintptr_t init = MI_HINT_BASE;
+    #if (MI_DEBUG == 0)
+    uintptr_t r = _mi_heap_random_next(&_mi_heap_main);
+    init = init + ((MI_SEGMENT_SIZE * ((r >> 17) & 0xFFFFF)) % MI_HINT_AREA);
+    #endif
+    uintptr_t expected = hint + size;
+    mi_atomic_cas_strong_acq_rel(&aligned_base, &expected, init);
+    hint = mi_atomic_add_acq_rel(&aligned_base, size);
+  }
+  if (hint % try_alignment != 0) return NULL;
+  return (void*)hint;
+}
+#else
+static void* mi_os_get_aligned_hint(size_t try_alignment, size_t size) {
+  (void)try_alignment; (void)size; return NULL;
+}
+#endif
+
+// Allocate `size` bytes such that `(p + align_offset) % alignment == 0`.
+// `size`, `alignment` and `align_offset` must be multiples of the page size.
+void* _mi_os_alloc_aligned_at(size_t size, size_t alignment, size_t align_offset,
+                              bool commit, bool allow_large, bool* is_large, bool* is_zero) {
+  mi_assert_internal(_mi_is_power_of_two(alignment));
+  mi_assert_internal(align_offset % _mi_os_page_size() == 0);
+  if (size == 0) return NULL;
+  size = _mi_align_up(size, _mi_os_page_size());
+  alignment = _mi_align_up(alignment, _mi_os_page_size());
+  bool large = false, zero = false;
+  if (is_large == NULL) is_large = &large;
+  if (is_zero == NULL) is_zero = &zero;
+
+  // 1. try a plain mapping, at a hint if the request is a whole number of segments
+  void* hint = (align_offset == 0 ? mi_os_get_aligned_hint(alignment, size) : NULL);
+  void* p = mi_os_mem_alloc(hint, size, commit, allow_large, is_large, is_zero);
+  if (p == NULL) return NULL;
+  if (((uintptr_t)p + align_offset) % alignment == 0) return p;
+
+  // 2. over-allocate and trim the unaligned head and tail
+  mi_os_mem_free(p, size);
+  if (size >= SIZE_MAX - alignment) return NULL;
+  const size_t over_size = size + alignment;
+  void* base = mi_os_mem_alloc(NULL, over_size, commit, false, is_large, is_zero);
+  if (base == NULL) return NULL;
+  uintptr_t aligned = _mi_align_up((uintptr_t)base + align_offset, alignment) - align_offset;
+  if (aligned < (uintptr_t)base) aligned += alignment;
+  const size_t pre_size = aligned - (uintptr_t)base;
+  const size_t post_size = over_size - pre_size - size;
+  if (pre_size > 0) mi_os_mem_free(base, pre_size);
+  if (post_size > 0) mi_os_mem_free((uint8_t*)aligned + size, post_size);
+  return (void*)aligned;
+}
+
+// ---------------------------------------------------------------------------
+// Commit, decommit, purge, protect
+// ---------------------------------------------------------------------------
+
+// Round a range to whole OS pages: outward (`conservative == false`) or inward.
+static void* mi_os_page_align_area(void* addr, size_t size, bool conservative, size_t* newsize) {
+  *newsize = 0;
+  if (addr == NULL || size == 0) return NULL;
+  uintptr_t start = (conservative ? _mi_align_up((uintptr_t)addr, _mi_os_page_size())
+                                  : _mi_align_down((uintptr_t)addr, _mi_os_page_size()));
+  uintptr_t end = (conservative ? _mi_align_down((uintptr_t)addr + size, _mi_os_page_size())
+                                : _mi_align_up((uintptr_t)addr + size, _mi_os_page_size()));
+  if (end <= start) return NULL;
+  *newsize = end - start;
+  return (void*)start;
+}
+
+bool _mi_os_commit(void* addr, size_t size, bool* is_zero) {
+  if (is_zero != NULL) *is_zero = false;
+  size_t csize;
+  void* start = mi_os_page_align_area(addr, size, false, &csize);
+  if (csize == 0) return true;
+  bool zero = false;
+  int err = _mi_prim_commit(start, csize, &zero);
+  if (err != 0) {
+    _mi_warning_message("cannot commit OS memory (error: %d (0x%x), address: %p, size: 0x%zx bytes)\n", err, err, start, csize);
+    return false;
+  }
+  if (is_zero != NULL) *is_zero = zero;
+  return true;
+}
+
+bool _mi_os_decommit(void* addr, size_t size) {
+  size_t csize;
+  void* start = mi_os_page_align_area(addr, size, true, &csize);
+  if (csize == 0) return true;
+  int err = _mi_prim_decommit(start, csize);
+  if (err != 0) {
+    _mi_warning_message("cannot decommit OS memory (error: %d (0x%x), address: %p, size: 0x%zx bytes)\n", err, err, start, csize);
+    return false;
+  }
+  return true;
+}
+
+// Give the physical memory of a range back but keep it accessible: the next
+// touch reads zeros. Returns true on success.
+bool _mi_os_reset(void* addr, size_t size) {
+  size_t csize;
+  void* start = mi_os_page_align_area(addr, size, true, &csize);
+  if (csize == 0) return false;
+  int err = _mi_prim_purge(start, csize);
+  if (err != 0) {
+    _mi_warning_message("madvise reset error: start: %p, csize: 0x%zx, errno: %d\n", start, csize, err);
+    return false;
+  }
+  return true;
+}
+
+static bool mi_os_protectx(void* addr, size_t size, bool protect) {
+  size_t csize;
+  void* start = mi_os_page_align_area(addr, size, true, &csize);
+  if (csize == 0) return false;
+  int err = _mi_prim_protect(start, csize, protect);
+  if (err != 0) {
+    _mi_warning_message("cannot %s OS memory (error: %d (0x%x), address: %p, size: 0x%zx bytes)\n",
+                        (protect ? "protect" : "unprotect"), err, err, start, csize);
+    return false;
+  }
+  return true;
+}
+
+bool _mi_os_protect(void* addr, size_t size)   { return mi_os_protectx(addr, size, true); }
+bool _mi_os_unprotect(void* addr, size_t size) { return mi_os_protectx(addr, size, false); }

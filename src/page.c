@@ -1,0 +1,487 @@
+/* ----------------------------------------------------------------------------
+  page.c -- pages: free-list extension and collection, retirement, and the
+  generic (slow) allocation path.
+
+  A page has three free lists (see mimalloc-types.h): `free` is popped by
+  malloc, `local_free` receives the owner's frees, `thread_free` the other
+  threads' frees. Because owner frees never go to `free`, the free list runs
+  empty after a bounded number of allocations, and then the generic path
+  runs: it processes the heap's delayed frees, calls the deferred-free hook,
+  collects the page's other lists, and moves on to another page when needed.
+  That bound is what makes the hook's heartbeat deterministic.
+
+  Free lists are extended lazily, one OS page worth of blocks at a time, so
+  resident memory follows use. A page whose last block is freed is *retired*
+  for a few slow-path events when it is the only page of its size class, to
+  avoid thrashing in "free all, allocate again" loops.
+-----------------------------------------------------------------------------*/
+#include "mimalloc-internal.h"
+
+// ---------------------------------------------------------------------------
+// Invariants
+// ---------------------------------------------------------------------------
+
+#if (MI_DEBUG >= 3)
+static size_t mi_page_list_count(mi_page_t* page, mi_block_t* head) {
+  size_t count = 0;
+  while (head != NULL) {
+    mi_assert_internal(page == _mi_ptr_page_of(head));
+    count++;
+    head = mi_block_next(page, head);
+  }
+  return count;
+}
+
+static bool mi_page_list_is_valid(mi_page_t* page, mi_block_t* p) {
+  size_t psize;
+  uint8_t* page_area = _mi_page_start(_mi_page_segment(page), page, &psize);
+  mi_block_t* start = (mi_block_t*)page_area;
+  mi_block_t* end = (mi_block_t*)(page_area + psize);
+  while (p != NULL) {
+    if (p < start || p >= end) return false;
+    p = mi_block_next(page, p);
+  }
+  return true;
+}
+
+static bool mi_page_is_valid_init(mi_page_t* page) {
+  mi_assert_internal(page->xblock_size > 0);
+  mi_assert_internal(page->used <= page->capacity);
+  mi_assert_internal(page->capacity <= page->reserved);
+  mi_segment_t* segment = _mi_page_segment(page);
+  uint8_t* start = _mi_page_start(segment, page, NULL);
+  mi_assert_internal(start == _mi_segment_page_start(segment, page, page->xblock_size, NULL, NULL));
+  mi_assert_internal(mi_page_list_is_valid(page, page->free));
+  mi_assert_internal(mi_page_list_is_valid(page, page->local_free));
+  mi_block_t* tfree = mi_page_thread_free(page);
+  mi_assert_internal(mi_page_list_is_valid(page, tfree));
+  size_t free_count = mi_page_list_count(page, page->free) + mi_page_list_count(page, page->local_free);
+  mi_assert_internal(page->used + free_count == page->capacity);
+  return true;
+}
+
+static bool mi_page_is_valid(mi_page_t* page) {
+  mi_assert_internal(mi_page_is_valid_init(page));
+  if (mi_page_heap(page) != NULL) {
+    mi_segment_t* segment = _mi_page_segment(page);
+    mi_assert_internal(!_mi_process_is_initialized || segment->thread_id == mi_page_heap(page)->thread_id || segment->thread_id == 0);
+  }
+  return true;
+}
+#endif
+
+// ---------------------------------------------------------------------------
+// The delayed-free state (architecture.md §8)
+// ---------------------------------------------------------------------------
+
+void _mi_page_use_delayed_free(mi_page_t* page, mi_delayed_t delay, bool override_never) {
+  while (!_mi_page_try_use_delayed_free(page, delay, override_never)) {
+    mi_atomic_yield();
+  }
+}
+
+bool _mi_page_try_use_delayed_free(mi_page_t* page, mi_delayed_t delay, bool override_never) {
+  mi_thread_free_t tfreex;
+  mi_delayed_t old_delay;
+  mi_thread_free_t tfree = mi_atomic_load_relaxed(&page->xthread_free);
+  size_t yield_count = 0;
+  do {
+    tfreex = mi_tf_set_delayed(tfree, delay);
+    old_delay = mi_tf_delayed(tfree);
+    if (mi_unlikely(old_delay == MI_DELAYED_FREEING)) {
+      if (yield_count >= 4) return false;   // give up after a few spins; caller retries
+      yield_count++;
+      mi_atomic_yield();
+      tfree = mi_atomic_load_relaxed(&page->xthread_free);
+      continue;
+    }
+    if (delay == old_delay) break;                                  // nothing to do
+    if (!override_never && old_delay == MI_NEVER_DELAYED_FREE) break; // leave sticky state
+  } while ((old_delay == MI_DELAYED_FREEING) ||
+           !mi_atomic_cas_weak_release(&page->xthread_free, &tfree, tfreex));
+  return true;
+}
+
+// ---------------------------------------------------------------------------
+// Collecting the free lists
+// ---------------------------------------------------------------------------
+
+// Move the blocks other threads freed into local_free.
+static void mi_page_thread_free_collect(mi_page_t* page) {
+  mi_block_t* head;
+  mi_thread_free_t tfreex;
+  mi_thread_free_t tfree = mi_atomic_load_relaxed(&page->xthread_free);
+  do {
+    head = mi_tf_block(tfree);
+    tfreex = mi_tf_set_block(tfree, NULL);
+  } while (!mi_atomic_cas_weak_acq_rel(&page->xthread_free, &tfree, tfreex));
+  if (head == NULL) return;
+
+  // find the tail, counting; a list longer than the capacity is corrupt
+  const size_t max_count = page->capacity;
+  size_t count = 1;
+  mi_block_t* tail = head;
+  mi_block_t* next;
+  while ((next = mi_block_next(page, tail)) != NULL && count <= max_count) {
+    count++;
+    tail = next;
+  }
+  if (count > max_count) {
+    _mi_error_message(EFAULT, "corrupted thread-free list\n");
+    return;   // the list is dropped: leaking beats corrupting
+  }
+  mi_block_set_next(page, tail, page->local_free);
+  page->local_free = head;
+  page->used -= (uint32_t)count;
+}
+
+void _mi_page_free_collect(mi_page_t* page, bool force) {
+  mi_assert_internal(page != NULL);
+  if (force || mi_page_thread_free(page) != NULL) {
+    mi_page_thread_free_collect(page);
+  }
+  if (page->local_free != NULL) {
+    if (mi_likely(page->free == NULL)) {
+      // the usual case: recycle local_free as the allocation list
+      page->free = page->local_free;
+      page->local_free = NULL;
+      page->is_zero = false;
+    }
+    else if (force) {
+      // append local_free to free (only when forced: a linear walk)
+      mi_block_t* tail = page->local_free;
+      mi_block_t* next;
+      while ((next = mi_block_next(page, tail)) != NULL) tail = next;
+      mi_block_set_next(page, tail, page->free);
+      page->free = page->local_free;
+      page->local_free = NULL;
+      page->is_zero = false;
+    }
+  }
+  mi_assert_internal(!force || page->local_free == NULL);
+}
+
+// ---------------------------------------------------------------------------
+// Reclaim, abandon and free of whole pages
+// ---------------------------------------------------------------------------
+
+// A page of an abandoned segment joins `heap` (its heap is already set).
+void _mi_page_reclaim(mi_heap_t* heap, mi_page_t* page) {
+  mi_assert_expensive(mi_page_is_valid_init(page));
+  mi_assert_internal(mi_page_heap(page) == heap);
+  mi_assert_internal(mi_tf_delayed(mi_atomic_load_relaxed(&page->xthread_free)) != MI_NEVER_DELAYED_FREE);
+  mi_page_set_in_full(page, false);   // reclaimed pages start in their bin queue
+  mi_page_queue_t* pq = _mi_heap_page_queue_of(heap, page);
+  _mi_page_queue_push(heap, pq, page);
+}
+
+// Take a page out of its heap for good: it becomes abandoned.
+void _mi_page_abandon(mi_page_t* page, mi_page_queue_t* pq) {
+  mi_assert_internal(page != NULL);
+  mi_assert_expensive(mi_page_is_valid(page));
+  mi_heap_t* pheap = mi_page_heap(page);
+  mi_segments_tld_t* segments_tld = &pheap->tld->segments;
+  _mi_page_queue_remove(pq, page);
+  // remote frees from now on go straight to thread_free
+  mi_assert_internal(mi_tf_delayed(mi_atomic_load_relaxed(&page->xthread_free)) == MI_NEVER_DELAYED_FREE);
+  mi_page_set_heap(page, NULL);
+  _mi_segment_page_abandon(page, segments_tld);
+}
+
+// Give an empty page back to its segment.
+void _mi_page_free(mi_page_t* page, mi_page_queue_t* pq, bool force) {
+  mi_assert_internal(page != NULL);
+  mi_assert_expensive(mi_page_is_valid(page));
+  mi_assert_internal(pq == _mi_heap_page_queue_of(mi_page_heap(page), page));
+  mi_assert_internal(mi_page_thread_free_flag_ok(page));
+  mi_page_set_has_aligned(page, false);
+  mi_heap_t* heap = mi_page_heap(page);
+  mi_segments_tld_t* segments_tld = &heap->tld->segments;
+  _mi_page_queue_remove(pq, page);
+  mi_page_set_heap(page, NULL);
+  _mi_segment_page_free(page, force, segments_tld);
+}
+
+// The last block of a page was freed. Keep the page for a while if it is the
+// only page of its size class (and not huge), else free it now.
+void _mi_page_retire(mi_page_t* page) mi_attr_noexcept {
+  mi_assert_internal(page != NULL);
+  mi_assert_expensive(mi_page_is_valid(page));
+  mi_assert_internal(mi_page_all_free(page));
+  mi_page_set_has_aligned(page, false);
+  mi_heap_t* heap = mi_page_heap(page);
+  mi_page_queue_t* pq = _mi_heap_page_queue_of(heap, page);
+  if (mi_likely(page->xblock_size <= MI_LARGE_OBJ_SIZE_MAX && !mi_page_is_in_full(page))) {
+    if (pq->last == page && pq->first == page) {
+      page->retire_expire = (page->xblock_size <= MI_SMALL_OBJ_SIZE_MAX ? MI_RETIRE_CYCLES_SMALL : MI_RETIRE_CYCLES_LARGE);
+      const size_t index = (size_t)(pq - heap->pages);
+      if (index < heap->page_retired_min) heap->page_retired_min = index;
+      if (index > heap->page_retired_max) heap->page_retired_max = index;
+      mi_assert_internal(mi_page_all_free(page));
+      return;   // don't free yet
+    }
+  }
+  _mi_page_free(page, pq, false);
+}
+
+// Count down the retired pages; free them when expired (or now, when forced).
+void _mi_heap_collect_retired(mi_heap_t* heap, bool force) {
+  size_t min = MI_BIN_FULL;
+  size_t max = 0;
+  for (size_t bin = heap->page_retired_min; bin <= heap->page_retired_max; bin++) {
+    mi_page_queue_t* pq = &heap->pages[bin];
+    mi_page_t* page = pq->first;
+    if (page != NULL && page->retire_expire != 0) {
+      if (mi_page_all_free(page)) {
+        page->retire_expire--;
+        if (force || page->retire_expire == 0) {
+          _mi_page_free(pq->first, pq, force);
+        }
+        else {
+          if (bin < min) min = bin;
+          if (bin > max) max = bin;
+        }
+      }
+      else {
+        page->retire_expire = 0;
+      }
+    }
+  }
+  heap->page_retired_min = min;
+  heap->page_retired_max = max;
+}
+
+// ---------------------------------------------------------------------------
+// Delayed frees from other threads
+// ---------------------------------------------------------------------------
+
+void _mi_heap_delayed_free(mi_heap_t* heap) {
+  // take the whole list
+  mi_block_t* block = mi_atomic_load_relaxed(&heap->thread_delayed_free);
+  while (block != NULL && !mi_atomic_cas_weak_acq_rel(&heap->thread_delayed_free, &block, NULL)) { /* retry */ }
+  // and free each block; one whose page is busy goes back on the list
+  while (block != NULL) {
+    mi_block_t* next = (mi_block_t*)block->next;
+    if (!_mi_free_delayed_block(block)) {
+      mi_block_t* dfree = mi_atomic_load_relaxed(&heap->thread_delayed_free);
+      do {
+        block->next = (uintptr_t)dfree;
+      } while (!mi_atomic_cas_weak_release(&heap->thread_delayed_free, &dfree, block));
+    }
+    block = next;
+  }
+}
+
+// ---------------------------------------------------------------------------
+// Full pages
+// ---------------------------------------------------------------------------
+
+// A page in the full queue got a free block back: move it to its bin queue.
+void _mi_page_unfull(mi_page_t* page) {
+  mi_assert_internal(page != NULL);
+  mi_assert_internal(mi_page_is_in_full(page));
+  if (!mi_page_is_in_full(page)) return;
+  mi_heap_t* heap = mi_page_heap(page);
+  mi_page_queue_t* pqfull = &heap->pages[MI_BIN_FULL];
+  mi_page_set_in_full(page, false);   // to get the right queue
+  mi_page_queue_t* pq = _mi_heap_page_queue_of(heap, page);
+  mi_page_set_in_full(page, true);
+  _mi_page_queue_enqueue_from(pq, pqfull, page);
+}
+
+static void mi_page_to_full(mi_page_t* page, mi_page_queue_t* pq) {
+  mi_assert_internal(pq == _mi_heap_page_queue_of(mi_page_heap(page), page));
+  mi_assert_internal(!mi_page_immediate_available(page));
+  mi_assert_internal(!mi_page_is_in_full(page));
+  if (mi_page_is_in_full(page)) return;
+  _mi_page_queue_enqueue_from(&mi_page_heap(page)->pages[MI_BIN_FULL], pq, page);
+  _mi_page_free_collect(page, false);   // a remote free may have raced the move
+}
+
+// ---------------------------------------------------------------------------
+// Extending the free list
+// ---------------------------------------------------------------------------
+
+static void mi_page_free_list_extend(mi_page_t* page, size_t bsize, size_t extend) {
+  uint8_t* page_area = _mi_page_start(_mi_page_segment(page), page, NULL);
+  mi_block_t* const start = (mi_block_t*)(page_area + (page->capacity * bsize));
+  // thread the new blocks in address order
+  mi_block_t* const last = (mi_block_t*)((uint8_t*)start + ((extend - 1) * bsize));
+  mi_block_t* block = start;
+  while (block <= last) {
+    mi_block_t* next = (mi_block_t*)((uint8_t*)block + bsize);
+    mi_block_set_next(page, block, next);
+    block = next;
+  }
+  mi_block_set_next(page, last, page->free);
+  page->free = start;
+}
+
+// Add up to one OS page worth of blocks (at least one) to the free list.
+static void mi_page_extend_free(mi_page_t* page) {
+  mi_assert_expensive(mi_page_is_valid_init(page));
+  if (page->free != NULL) return;
+  if (page->capacity >= page->reserved) return;
+  size_t page_size;
+  _mi_page_start(_mi_page_segment(page), page, &page_size);
+  const size_t bsize = (page->xblock_size < MI_HUGE_BLOCK_SIZE ? page->xblock_size : page_size);
+  size_t extend = page->reserved - page->capacity;
+  size_t max_extend = (bsize >= MI_MAX_EXTEND_SIZE ? MI_MIN_EXTEND : MI_MAX_EXTEND_SIZE / (uint32_t)bsize);
+  if (max_extend < MI_MIN_EXTEND) max_extend = MI_MIN_EXTEND;
+  if (extend > max_extend) extend = max_extend;
+  mi_assert_internal(extend > 0 && extend + page->capacity <= page->reserved);
+  mi_page_free_list_extend(page, bsize, extend);
+  page->capacity += (uint16_t)extend;
+  if (!page->is_zero_init) page->is_zero = false;
+  mi_assert_expensive(mi_page_is_valid_init(page));
+}
+
+// Set up a freshly claimed page for blocks of `block_size`.
+static void mi_page_init(mi_heap_t* heap, mi_page_t* page, size_t block_size) {
+  mi_assert_internal(page != NULL);
+  mi_segment_t* segment = _mi_page_segment(page);
+  mi_assert_internal(segment != NULL);
+  mi_assert_internal(block_size > 0);
+  mi_page_set_heap(page, heap);
+  size_t page_size;
+  // big-alignment blocks live in huge segments but may be small: mark them huge
+  const bool sentinel = (block_size >= MI_HUGE_BLOCK_SIZE || segment->aligned_block != NULL);
+  page->xblock_size = (sentinel ? MI_HUGE_BLOCK_SIZE : (uint32_t)block_size);
+  _mi_segment_page_start(segment, page, page->xblock_size, &page_size, NULL);
+  const size_t bsize = (sentinel ? page_size : block_size);
+  page->reserved = (uint16_t)(page_size / bsize);
+  page->is_zero = page->is_zero_init;
+  mi_assert_internal(page->capacity == 0);
+  mi_assert_internal(page->free == NULL);
+  mi_assert_internal(page->used == 0);
+  mi_assert_internal(page->next == NULL && page->prev == NULL);
+  mi_assert_internal(page->retire_expire == 0);
+  mi_assert_internal(!mi_page_has_aligned(page));
+  mi_assert_internal(page->reserved > 0);
+  mi_page_extend_free(page);
+  mi_assert_internal(mi_page_immediate_available(page));
+}
+
+// ---------------------------------------------------------------------------
+// Finding a page with free blocks
+// ---------------------------------------------------------------------------
+
+// A fresh page from the segment layer, pushed at the front of `pq`.
+static mi_page_t* mi_page_fresh_alloc(mi_heap_t* heap, mi_page_queue_t* pq, size_t block_size, size_t page_alignment, size_t align_offset) {
+  mi_page_t* page = _mi_segment_page_alloc(heap, block_size, page_alignment, align_offset, &heap->tld->segments);
+  if (page == NULL) return NULL;   // out of memory, or a reclaimed page went into the queue
+  mi_page_init(heap, page, block_size);
+  _mi_page_queue_push(heap, pq, page);
+  return page;
+}
+
+static mi_page_t* mi_page_fresh(mi_heap_t* heap, mi_page_queue_t* pq) {
+  return mi_page_fresh_alloc(heap, pq, pq->block_size, 0, 0);
+}
+
+// Next fit: walk the queue, collecting pages; full ones go to the full queue.
+static mi_page_t* mi_page_queue_find_free_ex(mi_heap_t* heap, mi_page_queue_t* pq, bool first_try) {
+  mi_page_t* page = pq->first;
+  while (page != NULL) {
+    mi_page_t* next = page->next;
+    _mi_page_free_collect(page, false);
+    if (mi_page_immediate_available(page)) break;
+    if (page->capacity < page->reserved) {
+      mi_page_extend_free(page);
+      mi_assert_internal(mi_page_immediate_available(page));
+      break;
+    }
+    mi_page_to_full(page, pq);
+    page = next;
+  }
+  if (page == NULL) {
+    _mi_heap_collect_retired(heap, false);
+    page = mi_page_fresh(heap, pq);
+    if (page == NULL && first_try) {
+      // a reclaimed page may have been pushed on the queue: search again
+      page = mi_page_queue_find_free_ex(heap, pq, false);
+    }
+  }
+  else {
+    page->retire_expire = 0;
+  }
+  return page;
+}
+
+// The page to allocate `size` bytes from: the queue's first page if it has
+// (or collects) free blocks, else the result of a search.
+static mi_page_t* mi_find_free_page(mi_heap_t* heap, size_t size) {
+  mi_page_queue_t* pq = _mi_page_queue(heap, size);
+  mi_page_t* page = pq->first;
+  if (page != NULL) {
+    _mi_page_free_collect(page, false);
+    if (mi_page_immediate_available(page)) {
+      page->retire_expire = 0;
+      return page;
+    }
+  }
+  return mi_page_queue_find_free_ex(heap, pq, true);
+}
+
+// A page holding one huge block (or one big-alignment block).
+mi_page_t* _mi_huge_page_alloc(mi_heap_t* heap, size_t size, size_t page_alignment, size_t align_offset) {
+  const size_t block_size = (page_alignment > MI_ALIGNMENT_MAX_IN_SEGMENT ? size : _mi_os_good_alloc_size(size));
+  mi_page_queue_t* pq = &heap->pages[MI_BIN_HUGE];
+  return mi_page_fresh_alloc(heap, pq, (block_size == 0 ? 1 : block_size), page_alignment, align_offset);
+}
+
+static mi_page_t* mi_find_page(mi_heap_t* heap, size_t size) mi_attr_noexcept {
+  if (mi_unlikely(size > MI_LARGE_OBJ_SIZE_MAX)) {
+    if (mi_unlikely(size > PTRDIFF_MAX)) {
+      _mi_error_message(EOVERFLOW, "allocation request is too large (%zu bytes)\n", size);
+      return NULL;
+    }
+    return _mi_huge_page_alloc(heap, size, 0, 0);
+  }
+  return mi_find_free_page(heap, size);
+}
+
+// ---------------------------------------------------------------------------
+// Deferred free hook and the generic allocation path
+// ---------------------------------------------------------------------------
+
+static mi_deferred_free_fun* volatile deferred_free = NULL;
+static void* volatile deferred_arg;
+
+void _mi_deferred_free(mi_heap_t* heap, bool force) {
+  heap->tld->heartbeat++;
+  if (deferred_free != NULL && !heap->tld->recurse) {
+    heap->tld->recurse = true;
+    deferred_free(force, heap->tld->heartbeat, deferred_arg);
+    heap->tld->recurse = false;
+  }
+}
+
+// The slow path of every allocation: runs whenever the fast path finds no
+// free block, and for all sizes above MI_SMALL_SIZE_MAX.
+void* _mi_malloc_generic(mi_heap_t* heap, size_t size) mi_attr_noexcept {
+  mi_assert_internal(heap != NULL);
+  // first allocation of the thread: initialise it now (no test on the fast path)
+  if (mi_unlikely(!mi_heap_is_initialized(heap))) {
+    mi_thread_init();
+    heap = mi_get_default_heap();
+    if (mi_unlikely(!mi_heap_is_initialized(heap))) { errno = ENOMEM; return NULL; }
+  }
+  _mi_deferred_free(heap, false);
+  _mi_heap_delayed_free(heap);
+
+  mi_page_t* page = mi_find_page(heap, size);
+  if (mi_unlikely(page == NULL)) {
+    if (size > PTRDIFF_MAX) { errno = EOVERFLOW; return NULL; }
+    mi_heap_collect(heap, true);   // free what we can and try once more
+    page = mi_find_page(heap, size);
+  }
+  if (mi_unlikely(page == NULL)) {
+    _mi_error_message(ENOMEM, "unable to allocate memory (%zu bytes)\n", size);
+    errno = ENOMEM;
+    return NULL;
+  }
+  mi_assert_internal(mi_page_immediate_available(page));
+  mi_assert_internal(mi_page_block_size(page) >= size);
+  return _mi_page_malloc(heap, page, size);
+}

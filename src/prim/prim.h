@@ -1,0 +1,76 @@
+/* ----------------------------------------------------------------------------
+  prim.h -- the contract between the allocator and an operating system.
+
+  Everything the core needs from the OS is declared here; one file per OS
+  implements it (src/prim/unix.c for Linux and other Unix systems). No other
+  file uses an OS call or an OS `#if`. To port the allocator, implement these
+  functions and nothing else.
+
+  Conventions: sizes and addresses passed in are multiples of the OS page size
+  (`_mi_prim_page_size`). Functions returning int return 0 on success or an
+  errno value; they never print (the caller decides what to report).
+-----------------------------------------------------------------------------*/
+#pragma once
+#ifndef MIMALLOC_PRIM_H
+#define MIMALLOC_PRIM_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdbool.h>
+
+// Called once at process start: fills the OS page size and large page size.
+void _mi_prim_init(size_t* page_size, size_t* large_page_size);
+
+// Map `size` fresh bytes of anonymous, private memory. With `commit` the memory
+// is readable and writable, else inaccessible (reserved). `hint` is a preferred
+// address (not forced; may be NULL). `try_large`: try large OS pages first.
+// On success *addr is set and *is_zero tells if the memory is known zero;
+// *is_large if large OS pages were used.
+int _mi_prim_alloc(void* hint, size_t size, bool commit, bool try_large,
+                   void** addr, bool* is_large, bool* is_zero);
+
+// Unmap a range obtained from `_mi_prim_alloc` (or part of one).
+int _mi_prim_free(void* addr, size_t size);
+
+// Make reserved memory accessible. *is_zero is set if the memory is known zero.
+int _mi_prim_commit(void* addr, size_t size, bool* is_zero);
+
+// Make memory inaccessible and give its physical pages and commit charge back.
+int _mi_prim_decommit(void* addr, size_t size);
+
+// Give the physical pages back but keep the range accessible; the next touch
+// reads zeros. Returns 0 on success.
+int _mi_prim_purge(void* addr, size_t size);
+
+// Protect (no access) or unprotect (read/write) a range: used for guard pages.
+int _mi_prim_protect(void* addr, size_t size, bool protect);
+
+// Ask for transparent huge pages on a range (best effort, may do nothing).
+int _mi_prim_hint_huge(void* addr, size_t size);
+
+// A cheap, unique, non-zero id of the calling thread (see mimalloc-internal.h
+// for the inline fast version used on the hot path).
+uintptr_t _mi_prim_thread_id(void);
+
+// Monotonic milliseconds.
+int64_t _mi_prim_clock_now(void);
+
+// Fill `buf` with `len` bytes of OS randomness. Returns false if unavailable.
+bool _mi_prim_random_buf(void* buf, size_t len);
+
+// Register `fn` to run with `value` when the calling thread exits (once per
+// thread; the value is set with _mi_prim_thread_set_exit_value).
+void _mi_prim_thread_init_auto_done(void (*fn)(void*));
+void _mi_prim_thread_set_exit_value(void* value);
+
+// Write a message to the standard error stream, without allocating.
+void _mi_prim_out_stderr(const char* msg);
+
+// Read the environment variable `name` (case-insensitive) without allocating.
+bool _mi_prim_getenv(const char* name, char* result, size_t result_size);
+
+// Number of NUMA nodes and the node of the calling thread.
+size_t _mi_prim_numa_node_count(void);
+size_t _mi_prim_numa_node(void);
+
+#endif

@@ -1,0 +1,231 @@
+/* ----------------------------------------------------------------------------
+  prim/unix.c -- the OS contract (prim.h) for Linux and other Unix systems.
+
+  Memory: anonymous private mappings with MAP_NORESERVE (commit is just an
+  access right on Linux: physical pages appear on first touch). Purging uses
+  MADV_DONTNEED rather than MADV_FREE: the resident size drops at once and the
+  next touch reads zeros, which the allocator records (see docs/design.md).
+  Decommit re-maps the range PROT_NONE, which drops pages and commit charge.
+
+  Threads: a pthread key whose destructor runs the allocator's thread exit.
+  Randomness: getrandom(2), falling back to /dev/urandom.
+  Environment: scans `environ` directly so it works before libc is ready.
+-----------------------------------------------------------------------------*/
+#ifndef _DEFAULT_SOURCE
+#define _DEFAULT_SOURCE
+#endif
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE
+#endif
+#include "prim.h"
+
+#include <sys/mman.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <string.h>
+#include <time.h>
+
+#if defined(__linux__)
+#include <sys/random.h>
+#endif
+
+#if !defined(MAP_ANONYMOUS)
+#define MAP_ANONYMOUS MAP_ANON
+#endif
+#if !defined(MAP_NORESERVE)
+#define MAP_NORESERVE 0
+#endif
+
+extern char** environ;
+
+// ---------------------------------------------------------------------------
+// Init
+// ---------------------------------------------------------------------------
+
+void _mi_prim_init(size_t* page_size, size_t* large_page_size) {
+  long result = sysconf(_SC_PAGESIZE);
+  *page_size = (result > 0 ? (size_t)result : 4096);
+  *large_page_size = 2 * 1024 * 1024;  // assumed, as on x86-64 and aarch64 Linux
+}
+
+// ---------------------------------------------------------------------------
+// Memory
+// ---------------------------------------------------------------------------
+
+static int unix_mmap(void* hint, size_t size, int protect, int flags, void** addr) {
+  void* p = mmap(hint, size, protect, flags, -1, 0);
+  if (p == MAP_FAILED) { *addr = NULL; return errno; }
+  *addr = p;
+  return 0;
+}
+
+int _mi_prim_alloc(void* hint, size_t size, bool commit, bool try_large,
+                   void** addr, bool* is_large, bool* is_zero) {
+  const int protect = (commit ? PROT_READ | PROT_WRITE : PROT_NONE);
+  const int flags = MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE;
+  *is_large = false;
+  *is_zero = true;   // fresh anonymous memory is always zero
+  #if defined(MAP_HUGETLB)
+  if (try_large && commit) {
+    int lflags = MAP_PRIVATE | MAP_ANONYMOUS | MAP_HUGETLB;
+    if (unix_mmap(hint, size, protect, lflags, addr) == 0) { *is_large = true; return 0; }
+  }
+  #else
+  (void)try_large;
+  #endif
+  int err = unix_mmap(hint, size, protect, flags, addr);
+  #if defined(MADV_HUGEPAGE)
+  if (err == 0 && try_large) { madvise(*addr, size, MADV_HUGEPAGE); }
+  #endif
+  return err;
+}
+
+int _mi_prim_free(void* addr, size_t size) {
+  return (munmap(addr, size) == -1 ? errno : 0);
+}
+
+int _mi_prim_commit(void* addr, size_t size, bool* is_zero) {
+  *is_zero = false;
+  return (mprotect(addr, size, PROT_READ | PROT_WRITE) == -1 ? errno : 0);
+}
+
+int _mi_prim_decommit(void* addr, size_t size) {
+  // Re-mapping over the range drops the pages and the commit charge in one call.
+  void* p = mmap(addr, size, PROT_NONE, MAP_FIXED | MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  return (p == MAP_FAILED ? errno : 0);
+}
+
+int _mi_prim_purge(void* addr, size_t size) {
+  int err = 0;
+  while ((err = madvise(addr, size, MADV_DONTNEED)) != 0 && errno == EAGAIN) { errno = 0; }
+  return (err != 0 ? errno : 0);
+}
+
+int _mi_prim_protect(void* addr, size_t size, bool protect) {
+  return (mprotect(addr, size, protect ? PROT_NONE : (PROT_READ | PROT_WRITE)) == -1 ? errno : 0);
+}
+
+int _mi_prim_hint_huge(void* addr, size_t size) {
+  #if defined(MADV_HUGEPAGE)
+  return (madvise(addr, size, MADV_HUGEPAGE) == -1 ? errno : 0);
+  #else
+  (void)addr; (void)size; return 0;
+  #endif
+}
+
+// ---------------------------------------------------------------------------
+// Threads, time, randomness
+// ---------------------------------------------------------------------------
+
+uintptr_t _mi_prim_thread_id(void) {
+  return (uintptr_t)pthread_self();
+}
+
+int64_t _mi_prim_clock_now(void) {
+  struct timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return ((int64_t)t.tv_sec * 1000) + ((int64_t)t.tv_nsec / 1000000);
+}
+
+bool _mi_prim_random_buf(void* buf, size_t len) {
+  #if defined(__linux__) && defined(SYS_getrandom)
+  size_t done = 0;
+  while (done < len) {
+    long n = syscall(SYS_getrandom, (uint8_t*)buf + done, len - done, GRND_NONBLOCK);
+    if (n < 0) { if (errno == EINTR) continue; break; }
+    done += (size_t)n;
+  }
+  if (done == len) return true;
+  #endif
+  int fd = open("/dev/urandom", O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return false;
+  size_t count = 0;
+  while (count < len) {
+    ssize_t n = read(fd, (uint8_t*)buf + count, len - count);
+    if (n <= 0) { if (n < 0 && errno == EINTR) continue; break; }
+    count += (size_t)n;
+  }
+  close(fd);
+  return (count == len);
+}
+
+static pthread_key_t mi_pthread_key;
+static bool mi_pthread_key_ok = false;
+
+void _mi_prim_thread_init_auto_done(void (*fn)(void*)) {
+  if (!mi_pthread_key_ok) {
+    mi_pthread_key_ok = (pthread_key_create(&mi_pthread_key, fn) == 0);
+  }
+}
+
+void _mi_prim_thread_set_exit_value(void* value) {
+  if (mi_pthread_key_ok) pthread_setspecific(mi_pthread_key, value);
+}
+
+// ---------------------------------------------------------------------------
+// Output and environment
+// ---------------------------------------------------------------------------
+
+void _mi_prim_out_stderr(const char* msg) {
+  size_t len = strlen(msg);
+  while (len > 0) {
+    ssize_t n = write(STDERR_FILENO, msg, len);
+    if (n <= 0) { if (n < 0 && errno == EINTR) continue; return; }
+    msg += n; len -= (size_t)n;
+  }
+}
+
+static char mi_tolower(char c) { return (c >= 'A' && c <= 'Z' ? (char)(c - 'A' + 'a') : c); }
+
+bool _mi_prim_getenv(const char* name, char* result, size_t result_size) {
+  if (name == NULL || environ == NULL || result_size == 0) return false;
+  const size_t len = strlen(name);
+  for (char** env = environ; *env != NULL; env++) {
+    const char* s = *env;
+    size_t i = 0;
+    while (i < len && s[i] != 0 && mi_tolower(s[i]) == mi_tolower(name[i])) i++;
+    if (i == len && s[len] == '=') {
+      const char* v = s + len + 1;
+      size_t n = strlen(v);
+      if (n >= result_size) n = result_size - 1;
+      memcpy(result, v, n);
+      result[n] = 0;
+      return true;
+    }
+  }
+  return false;
+}
+
+// ---------------------------------------------------------------------------
+// NUMA
+// ---------------------------------------------------------------------------
+
+size_t _mi_prim_numa_node_count(void) {
+  // count consecutive /sys/devices/system/node/nodeK directories
+  static const char prefix[] = "/sys/devices/system/node/node";
+  char buf[sizeof(prefix) + 24];
+  size_t node = 0;
+  for (;;) {
+    // format prefix + (node+1) without stdio (this may run before libc is ready)
+    char digits[24];
+    size_t n = 0;
+    for (size_t v = node + 1; v > 0; v /= 10) digits[n++] = (char)('0' + (v % 10));
+    memcpy(buf, prefix, sizeof(prefix) - 1);
+    for (size_t i = 0; i < n; i++) buf[sizeof(prefix) - 1 + i] = digits[n - 1 - i];
+    buf[sizeof(prefix) - 1 + n] = 0;
+    if (access(buf, R_OK) != 0) break;
+    node++;
+  }
+  return node + 1;
+}
+
+size_t _mi_prim_numa_node(void) {
+  #if defined(__linux__) && defined(SYS_getcpu)
+  unsigned long node = 0, ncpu = 0;
+  if (syscall(SYS_getcpu, &ncpu, &node, NULL) == 0) return (size_t)node;
+  #endif
+  return 0;
+}

@@ -1,0 +1,398 @@
+/* ----------------------------------------------------------------------------
+  region.c -- the process-wide memory layer under segments.
+
+  Segments are not mapped one by one: they are carved from *regions* of
+  256 MiB, each described by a few 64-bit atomic bitmaps with one bit per
+  4 MiB block. Freeing and re-using a segment then costs no system call.
+  Requests of more than 16 blocks (64 MiB), and segments whose block must be
+  aligned beyond the segment size, are mapped directly from the OS instead
+  (memid.region_idx == 0) and unmapped on free.
+
+  Per region:
+    state      : unused -> setting up -> live -> dead (freed) -> setting up ...
+    start      : base address (read only after claiming bits, see below)
+    in_use     : block belongs to a segment, or is being purged right now
+    dirty      : block may hold non-zero data (else it reads as zeros)
+    purge      : block is free and waits for its delayed purge
+    abandoned  : block starts an abandoned segment; clearing the bit with an
+                 atomic AND is what gives a thread the right to reclaim it
+    purge_expire: when the pending purges are due (ms; 0 = nothing pending)
+
+  Delayed purge (what 1.6 lacked): a freed segment is marked purge-pending
+  with an expiry `reset_delay` ms ahead. Re-using it before then clears the
+  mark (no system call); expired blocks are purged (MADV_DONTNEED) by later
+  segment allocations and collections, which first claim the blocks' in_use
+  bits so nobody can take them meanwhile. Purged blocks are clean: the next
+  segment built on them knows its memory is zero.
+
+  Alternatives rejected: a global free-segment list with a lock (a lock on
+  the segment path), and 1.6's tagged abandoned stack (needs ABA tags and a
+  reader count, and cannot claim one specific segment for reclaim-on-free).
+
+  Known limits: at most 1024 regions (256 GiB) are tracked at once; beyond
+  that segments come straight from the OS and work, but cannot be found by
+  the abandoned-segment scan (reclaim-on-free still finds them).
+-----------------------------------------------------------------------------*/
+#include "mimalloc-internal.h"
+#include "prim/prim.h"
+
+#define MI_REGION_UNUSED    (0)
+#define MI_REGION_SETUP     (1)
+#define MI_REGION_LIVE      (2)
+#define MI_REGION_DEAD      (3)
+
+#define MI_BITMAP_FULL      (~(uintptr_t)0)
+
+typedef struct mem_region_s {
+  _Atomic(uintptr_t) state;
+  _Atomic(uintptr_t) start;
+  _Atomic(uintptr_t) is_large;
+  _Atomic(uintptr_t) committed;     // whole region committed
+  _Atomic(uintptr_t) in_use;
+  _Atomic(uintptr_t) dirty;
+  _Atomic(uintptr_t) purge;
+  _Atomic(uintptr_t) abandoned;
+  _Atomic(int64_t)   purge_expire;
+  uint8_t padding[64 - 9*sizeof(uintptr_t) % 64];   // keep regions on separate cache lines
+} mem_region_t;
+
+static mem_region_t regions[MI_REGION_MAX];
+static _Atomic(size_t) regions_count;      // slots handed out so far (only grows)
+static _Atomic(size_t) abandoned_count;    // abandoned segments in all regions
+
+// ---------------------------------------------------------------------------
+// Bitmap helpers
+// ---------------------------------------------------------------------------
+
+static inline uintptr_t mi_bitmap_mask(size_t count, size_t bitidx) {
+  mi_assert_internal(count + bitidx <= MI_INTPTR_BITS && count > 0);
+  if (count >= MI_INTPTR_BITS) return MI_BITMAP_FULL;
+  return (((uintptr_t)1 << count) - 1) << bitidx;
+}
+
+// Claim a run of `count` zero bits in `field`; returns the bit index or false.
+static bool mi_bitmap_try_claim(_Atomic(uintptr_t)* field, size_t count, size_t* bitidx) {
+  uintptr_t map = mi_atomic_load_relaxed(field);
+  if (map == MI_BITMAP_FULL) return false;
+  size_t idx = mi_ctz(~map);
+  while (idx + count <= MI_INTPTR_BITS) {
+    const uintptr_t m = mi_bitmap_mask(count, idx);
+    if ((map & m) == 0) {
+      if (mi_atomic_cas_weak_acq_rel(field, &map, map | m)) { *bitidx = idx; return true; }
+      continue;   // `map` was refreshed: try the same position again
+    }
+    // jump past the highest conflicting bit
+    idx = mi_bsr(map & m) + 1;
+  }
+  return false;
+}
+
+// Claim exactly the bits `m` if they are all zero.
+static bool mi_bitmap_try_claim_mask(_Atomic(uintptr_t)* field, uintptr_t m) {
+  uintptr_t map = mi_atomic_load_relaxed(field);
+  do {
+    if ((map & m) != 0) return false;
+  } while (!mi_atomic_cas_weak_acq_rel(field, &map, map | m));
+  return true;
+}
+
+static inline int64_t mi_region_delay(void) {
+  long delay = _mi_option_get(mi_option_reset_delay);
+  return (delay < 0 ? 0 : delay);
+}
+
+// ---------------------------------------------------------------------------
+// The segment map: one bit per segment unit of the address space, set while
+// a segment starts there. Lets us validate a pointer in constant time without
+// dereferencing it. 4 MiB of .bss, touched only where segments live.
+// ---------------------------------------------------------------------------
+
+static _Atomic(uintptr_t) mi_segment_map[MI_SEGMENT_MAP_BITS / MI_INTPTR_BITS];
+
+static bool mi_segment_map_index(const void* segment, size_t* idx, uintptr_t* bit) {
+  const uintptr_t unit = (uintptr_t)segment >> MI_SEGMENT_SHIFT;
+  if (unit >= MI_SEGMENT_MAP_BITS) return false;
+  *idx = unit / MI_INTPTR_BITS;
+  *bit = (uintptr_t)1 << (unit % MI_INTPTR_BITS);
+  return true;
+}
+
+void _mi_segment_map_allocated_at(const mi_segment_t* segment) {
+  size_t idx; uintptr_t bit;
+  if (mi_segment_map_index(segment, &idx, &bit)) mi_atomic_or_acq_rel(&mi_segment_map[idx], bit);
+}
+
+void _mi_segment_map_freed_at(const mi_segment_t* segment) {
+  size_t idx; uintptr_t bit;
+  if (mi_segment_map_index(segment, &idx, &bit)) mi_atomic_and_acq_rel(&mi_segment_map[idx], ~bit);
+}
+
+bool _mi_segment_map_contains(const void* segment) {
+  size_t idx; uintptr_t bit;
+  if (((uintptr_t)segment & MI_SEGMENT_MASK) != 0) return false;
+  if (!mi_segment_map_index(segment, &idx, &bit)) return false;
+  return ((mi_atomic_load_acquire(&mi_segment_map[idx]) & bit) != 0);
+}
+
+// ---------------------------------------------------------------------------
+// Region set-up and tear-down
+// ---------------------------------------------------------------------------
+
+// Set up a fresh region in a new or dead slot; returns its index or SIZE_MAX.
+static size_t mi_region_create(bool commit, bool allow_large) {
+  // reuse a dead slot first, else take a new one
+  size_t idx = SIZE_MAX;
+  const size_t count = mi_atomic_load_acquire(&regions_count);
+  for (size_t i = 0; i < count; i++) {
+    uintptr_t expected = MI_REGION_DEAD;
+    if (mi_atomic_cas_strong_acq_rel(&regions[i].state, &expected, MI_REGION_SETUP)) { idx = i; break; }
+  }
+  if (idx == SIZE_MAX) {
+    idx = mi_atomic_add_acq_rel(&regions_count, 1);
+    if (idx >= MI_REGION_MAX) {
+      mi_atomic_sub_acq_rel(&regions_count, 1);
+      _mi_warning_message("maximum regions used: %zu GiB (perhaps recompile with a larger setting)\n",
+                          (MI_REGION_MAX * MI_REGION_SIZE) / GiB);
+      return SIZE_MAX;
+    }
+    mi_atomic_store_release(&regions[idx].state, MI_REGION_SETUP);
+  }
+  mem_region_t* region = &regions[idx];
+  const bool eager = commit && (_mi_option_get(mi_option_eager_region_commit) != 0);
+  bool is_large = false, is_zero = false;
+  void* start = _mi_os_alloc_aligned_at(MI_REGION_SIZE, MI_SEGMENT_SIZE, 0, eager, allow_large && eager, &is_large, &is_zero);
+  if (start == NULL) {
+    mi_atomic_store_release(&region->in_use, MI_BITMAP_FULL);
+    mi_atomic_store_release(&region->state, MI_REGION_DEAD);
+    return SIZE_MAX;
+  }
+  mi_atomic_store_relaxed(&region->start, (uintptr_t)start);
+  mi_atomic_store_relaxed(&region->is_large, is_large ? 1 : 0);
+  mi_atomic_store_relaxed(&region->committed, eager ? 1 : 0);
+  mi_atomic_store_relaxed(&region->dirty, is_zero ? 0 : MI_BITMAP_FULL);
+  mi_atomic_store_relaxed(&region->purge, 0);
+  mi_atomic_store_relaxed(&region->abandoned, 0);
+  mi_atomic_store_relaxed(&region->purge_expire, 0);
+  mi_atomic_store_release(&region->in_use, 0);
+  mi_atomic_store_release(&region->state, MI_REGION_LIVE);   // publish last
+  return idx;
+}
+
+// Release regions that hold no segment at all (forced collection).
+static void mi_regions_free_unused(void) {
+  const size_t count = mi_atomic_load_acquire(&regions_count);
+  for (size_t i = 0; i < count; i++) {
+    mem_region_t* region = &regions[i];
+    if (mi_atomic_load_acquire(&region->state) != MI_REGION_LIVE) continue;
+    uintptr_t expected = 0;
+    if (!mi_atomic_cas_strong_acq_rel(&region->in_use, &expected, MI_BITMAP_FULL)) continue;
+    // nobody can claim blocks now: retire the slot and unmap
+    void* start = (void*)mi_atomic_load_acquire(&region->start);
+    mi_atomic_store_release(&region->state, MI_REGION_DEAD);
+    mi_atomic_store_relaxed(&region->purge, 0);
+    mi_atomic_store_relaxed(&region->purge_expire, 0);
+    _mi_os_free(start, MI_REGION_SIZE);
+  }
+}
+
+// ---------------------------------------------------------------------------
+// Allocation and free
+// ---------------------------------------------------------------------------
+
+static void* mi_region_claimed(size_t idx, size_t bitidx, size_t blocks, bool commit,
+                               bool* is_committed, bool* is_large, bool* is_zero, mi_memid_t* memid) {
+  mem_region_t* region = &regions[idx];
+  const uintptr_t m = mi_bitmap_mask(blocks, bitidx);
+  uint8_t* start = (uint8_t*)mi_atomic_load_acquire(&region->start);
+  void* p = start + (bitidx * MI_SEGMENT_SIZE);
+  // re-use before expiry cancels a pending purge: no system call
+  mi_atomic_and_acq_rel(&region->purge, ~m);
+  const uintptr_t was_dirty = mi_atomic_or_acq_rel(&region->dirty, m) & m;
+  *is_zero = (was_dirty == 0);
+  *is_large = (mi_atomic_load_relaxed(&region->is_large) != 0);
+  *is_committed = (mi_atomic_load_relaxed(&region->committed) != 0);
+  if (commit && !*is_committed) {
+    bool commit_zero = false;
+    if (!_mi_os_commit(p, blocks * MI_SEGMENT_SIZE, &commit_zero)) {
+      mi_atomic_and_acq_rel(&region->in_use, ~m);
+      return NULL;
+    }
+    *is_committed = true;
+  }
+  memid->region_idx = (uint32_t)(idx + 1);
+  memid->block_idx = (uint32_t)bitidx;
+  return p;
+}
+
+void* _mi_region_alloc(size_t size, bool commit, bool allow_large, bool* is_committed,
+                       bool* is_large, bool* is_zero, mi_memid_t* memid, mi_segments_tld_t* tld) {
+  mi_assert_internal(size > 0 && (size % MI_SEGMENT_SIZE) == 0);
+  memid->region_idx = 0;
+  memid->block_idx = 0;
+  const size_t blocks = size / MI_SEGMENT_SIZE;
+  if (blocks <= MI_REGION_MAX_OBJ_BLOCKS) {
+    // 1. find room in an existing region, starting where this thread last found some
+    const size_t count = mi_atomic_load_acquire(&regions_count);
+    size_t start = (count == 0 ? 0 : tld->region_cursor % count);
+    for (size_t n = 0; n < count; n++) {
+      size_t idx = (start + n) % count;
+      mem_region_t* region = &regions[idx];
+      if (mi_atomic_load_acquire(&region->state) != MI_REGION_LIVE) continue;
+      if (!allow_large && mi_atomic_load_relaxed(&region->is_large) != 0) continue;
+      size_t bitidx;
+      if (mi_bitmap_try_claim(&region->in_use, blocks, &bitidx)) {
+        tld->region_cursor = idx;
+        return mi_region_claimed(idx, bitidx, blocks, commit, is_committed, is_large, is_zero, memid);
+      }
+    }
+    // 2. a new region
+    size_t idx = mi_region_create(commit, allow_large);
+    if (idx != SIZE_MAX) {
+      size_t bitidx;
+      if (mi_bitmap_try_claim(&regions[idx].in_use, blocks, &bitidx)) {
+        tld->region_cursor = idx;
+        return mi_region_claimed(idx, bitidx, blocks, commit, is_committed, is_large, is_zero, memid);
+      }
+    }
+    _mi_warning_message("unable to allocate from region: size %zu\n", size);
+  }
+  // 3. straight from the OS
+  *is_zero = false;
+  *is_large = false;
+  void* p = _mi_os_alloc_aligned_at(size, MI_SEGMENT_SIZE, 0, commit, false, is_large, is_zero);
+  *is_committed = commit;
+  return p;
+}
+
+void _mi_region_free(void* p, size_t size, mi_memid_t memid, bool purge_now) {
+  if (p == NULL) return;
+  if (memid.region_idx == 0) {
+    _mi_os_free(p, size);
+    return;
+  }
+  mem_region_t* region = &regions[memid.region_idx - 1];
+  const size_t blocks = _mi_divide_up(size, MI_SEGMENT_SIZE);
+  const uintptr_t m = mi_bitmap_mask(blocks, memid.block_idx);
+  mi_assert_internal((mi_atomic_load_relaxed(&region->in_use) & m) == m);
+  const bool fixed = (mi_atomic_load_relaxed(&region->is_large) != 0);
+  if (!fixed) {
+    if (purge_now || mi_region_delay() == 0) {
+      if (_mi_os_reset(p, blocks * MI_SEGMENT_SIZE)) mi_atomic_and_acq_rel(&region->dirty, ~m);
+    }
+    else {
+      // mark pending before releasing, so a claimer always sees (and cancels) it
+      mi_atomic_or_acq_rel(&region->purge, m);
+      int64_t expected = 0;
+      mi_atomic_cas_strong_acq_rel(&region->purge_expire, &expected, _mi_prim_clock_now() + mi_region_delay());
+    }
+  }
+  mi_atomic_and_acq_rel(&region->in_use, ~m);
+}
+
+// Purge the expired (or, forced, all) pending blocks of one region.
+static void mi_region_purge(mem_region_t* region, int64_t now, bool force) {
+  int64_t expire = mi_atomic_load_relaxed(&region->purge_expire);
+  if (expire == 0 || (!force && now < expire)) return;
+  mi_atomic_store_relaxed(&region->purge_expire, 0);
+  uintptr_t pending = mi_atomic_load_acquire(&region->purge);
+  while (pending != 0) {
+    // the run of pending blocks starting at the lowest one
+    const size_t idx = mi_ctz(pending);
+    size_t count = mi_ctz(~(pending >> idx));
+    if (idx + count > MI_INTPTR_BITS) count = MI_INTPTR_BITS - idx;
+    uintptr_t m = mi_bitmap_mask(count, idx);
+    if (!mi_bitmap_try_claim_mask(&region->in_use, m)) {
+      m = mi_bitmap_mask(1, idx);   // part of the run is in use: do one block
+      if (!mi_bitmap_try_claim_mask(&region->in_use, m)) { pending &= ~m; continue; }
+    }
+    // we own the blocks: purge only those still pending (a claimer may have raced us)
+    const uintptr_t still = mi_atomic_and_acq_rel(&region->purge, ~m) & m;
+    uint8_t* start = (uint8_t*)mi_atomic_load_acquire(&region->start);
+    for (uintptr_t s = still; s != 0; ) {
+      const size_t i = mi_ctz(s);
+      size_t n = mi_ctz(~(s >> i));
+      if (i + n > MI_INTPTR_BITS) n = MI_INTPTR_BITS - i;
+      const uintptr_t sm = mi_bitmap_mask(n, i);
+      if (_mi_os_reset(start + i * MI_SEGMENT_SIZE, n * MI_SEGMENT_SIZE)) {
+        mi_atomic_and_acq_rel(&region->dirty, ~sm);
+      }
+      s &= ~sm;
+    }
+    mi_atomic_and_acq_rel(&region->in_use, ~m);
+    pending &= ~m;
+  }
+  // anything left pending (raced) gets a new expiry
+  if (mi_atomic_load_relaxed(&region->purge) != 0) {
+    int64_t zero = 0;
+    mi_atomic_cas_strong_acq_rel(&region->purge_expire, &zero, now + mi_region_delay());
+  }
+}
+
+void _mi_region_collect(bool force, bool free_unused) {
+  const size_t count = mi_atomic_load_acquire(&regions_count);
+  const int64_t now = _mi_prim_clock_now();
+  for (size_t i = 0; i < count; i++) {
+    if (mi_atomic_load_acquire(&regions[i].state) != MI_REGION_LIVE) continue;
+    mi_region_purge(&regions[i], now, force);
+  }
+  if (free_unused) mi_regions_free_unused();
+}
+
+// ---------------------------------------------------------------------------
+// Abandoned segments
+// ---------------------------------------------------------------------------
+
+static mem_region_t* mi_segment_region(const mi_segment_t* segment, uintptr_t* bit) {
+  mi_assert_internal(segment->memid.region_idx > 0);
+  *bit = (uintptr_t)1 << segment->memid.block_idx;
+  return &regions[segment->memid.region_idx - 1];
+}
+
+void _mi_region_abandon(mi_segment_t* segment) {
+  uintptr_t bit;
+  mem_region_t* region = mi_segment_region(segment, &bit);
+  mi_atomic_add_relaxed(&abandoned_count, 1);
+  mi_atomic_or_acq_rel(&region->abandoned, bit);
+}
+
+bool _mi_region_claim_abandoned(mi_segment_t* segment) {
+  uintptr_t bit;
+  mem_region_t* region = mi_segment_region(segment, &bit);
+  if ((mi_atomic_and_acq_rel(&region->abandoned, ~bit) & bit) == 0) return false;
+  mi_atomic_sub_relaxed(&abandoned_count, 1);
+  return true;
+}
+
+size_t _mi_region_abandoned_count(void) {
+  return mi_atomic_load_relaxed(&abandoned_count);
+}
+
+// Claim the next abandoned segment at or after `*cursor` (wrapping once).
+mi_segment_t* _mi_region_next_abandoned(size_t* cursor) {
+  if (mi_atomic_load_relaxed(&abandoned_count) == 0) return NULL;
+  const size_t count = mi_atomic_load_acquire(&regions_count);
+  if (count == 0) return NULL;
+  const size_t total = count * MI_INTPTR_BITS;
+  size_t pos = *cursor % total;
+  for (size_t visited = 0; visited <= total; ) {
+    const size_t idx = pos / MI_INTPTR_BITS;
+    const size_t bitidx = pos % MI_INTPTR_BITS;
+    mem_region_t* region = &regions[idx];
+    uintptr_t map = mi_atomic_load_relaxed(&region->abandoned) >> bitidx;
+    if (map == 0 || mi_atomic_load_acquire(&region->state) != MI_REGION_LIVE) {
+      const size_t skip = MI_INTPTR_BITS - bitidx;
+      visited += skip; pos = (pos + skip) % total;
+      continue;
+    }
+    const size_t i = bitidx + mi_ctz(map);
+    const uintptr_t bit = (uintptr_t)1 << i;
+    if ((mi_atomic_and_acq_rel(&region->abandoned, ~bit) & bit) != 0) {
+      mi_atomic_sub_relaxed(&abandoned_count, 1);
+      *cursor = idx * MI_INTPTR_BITS + i + 1;
+      uint8_t* start = (uint8_t*)mi_atomic_load_acquire(&region->start);
+      return (mi_segment_t*)(start + i * MI_SEGMENT_SIZE);
+    }
+    // someone else took it: look again from the same place
+  }
+  return NULL;
+}

@@ -1,0 +1,771 @@
+/* ----------------------------------------------------------------------------
+  segment.c -- segments: 4 MiB aligned containers of pages owned by a thread.
+
+  A segment holds 64 small pages, 8 medium pages, one large page, or one huge
+  page (then the segment is as big as the block needs). Small and medium
+  segments with an unused page sit in the thread's free-segment queue of their
+  kind; a page request takes the first such segment and claims its first
+  unused page.
+
+  Pages given back to a segment are queued for a *delayed reset*: after
+  `reset_delay` ms their memory is purged, unless they are claimed again
+  before that (which is what makes "free all, allocate again" cheap). The
+  queue is newest-first, so expiry order is the queue order from the back.
+
+  When a thread ends, the still-used pages of its segments are abandoned.
+  A segment with only abandoned pages is *abandoned*: owner id 0 and, if it
+  lives in a region, its bit set in the region's abandoned bitmap. Clearing
+  that bit is the claim token (`_mi_region_claim_abandoned`); a segment outside
+  the bitmaps (huge segments, OS-direct segments) is claimed by a CAS of its
+  owner id from 0. Claimed segments are reclaimed into the claiming thread's
+  *backing* heap, never into a user heap, so that `mi_heap_destroy` can only
+  free its own blocks. Reclaim happens on allocation (bounded scan) and on
+  free (the freeing thread takes the segment it frees into).
+
+  Big alignments (> 2 MiB): a huge segment whose block starts exactly one
+  segment unit after the segment start; see docs/design.md.
+-----------------------------------------------------------------------------*/
+#include "mimalloc-internal.h"
+#include "prim/prim.h"
+
+// ---------------------------------------------------------------------------
+// Segment queues (free-segment queues of the thread)
+// ---------------------------------------------------------------------------
+
+#if (MI_DEBUG >= 3)
+static bool mi_segment_queue_contains(const mi_segment_queue_t* queue, const mi_segment_t* segment) {
+  for (mi_segment_t* s = queue->first; s != NULL; s = s->next) {
+    if (s == segment) return true;
+  }
+  return false;
+}
+#endif
+
+static bool mi_segment_queue_is_empty(const mi_segment_queue_t* queue) {
+  return (queue->first == NULL);
+}
+
+static void mi_segment_queue_remove(mi_segment_queue_t* queue, mi_segment_t* segment) {
+  mi_assert_expensive(mi_segment_queue_contains(queue, segment));
+  if (segment->prev != NULL) segment->prev->next = segment->next;
+  if (segment->next != NULL) segment->next->prev = segment->prev;
+  if (segment == queue->first) queue->first = segment->next;
+  if (segment == queue->last) queue->last = segment->prev;
+  segment->next = NULL;
+  segment->prev = NULL;
+}
+
+static void mi_segment_enqueue(mi_segment_queue_t* queue, mi_segment_t* segment) {
+  mi_assert_expensive(!mi_segment_queue_contains(queue, segment));
+  segment->next = NULL;
+  segment->prev = queue->last;
+  if (queue->last != NULL) {
+    queue->last->next = segment;
+    queue->last = segment;
+  }
+  else {
+    queue->last = queue->first = segment;
+  }
+}
+
+static mi_segment_queue_t* mi_segment_free_queue_of_kind(mi_page_kind_t kind, mi_segments_tld_t* tld) {
+  if (kind == MI_PAGE_SMALL) return &tld->small_free;
+  if (kind == MI_PAGE_MEDIUM) return &tld->medium_free;
+  return NULL;
+}
+
+static mi_segment_queue_t* mi_segment_free_queue(const mi_segment_t* segment, mi_segments_tld_t* tld) {
+  return mi_segment_free_queue_of_kind(segment->page_kind, tld);
+}
+
+static bool mi_segment_is_in_free_queue(const mi_segment_t* segment, mi_segments_tld_t* tld) {
+  mi_segment_queue_t* queue = mi_segment_free_queue(segment, tld);
+  bool in_queue = (queue != NULL && (segment->next != NULL || segment->prev != NULL || queue->first == segment));
+  mi_assert_expensive(!in_queue || mi_segment_queue_contains(queue, segment));
+  return in_queue;
+}
+
+static void mi_segment_remove_from_free_queue(mi_segment_t* segment, mi_segments_tld_t* tld) {
+  mi_segment_queue_t* queue = mi_segment_free_queue(segment, tld);
+  if (queue != NULL && mi_segment_is_in_free_queue(segment, tld)) {
+    mi_segment_queue_remove(queue, segment);
+  }
+}
+
+static void mi_segment_insert_in_free_queue(mi_segment_t* segment, mi_segments_tld_t* tld) {
+  mi_segment_enqueue(mi_segment_free_queue(segment, tld), segment);
+}
+
+// ---------------------------------------------------------------------------
+// Invariants
+// ---------------------------------------------------------------------------
+
+static size_t mi_segment_page_size(const mi_segment_t* segment);
+static void mi_segment_abandon(mi_segment_t* segment, mi_segments_tld_t* tld);
+
+#if (MI_DEBUG >= 3)
+static bool mi_segment_is_valid(const mi_segment_t* segment, mi_segments_tld_t* tld) {
+  mi_assert_internal(segment != NULL);
+  mi_assert_internal(mi_segment_is_valid_cookie(segment));
+  mi_assert_internal(segment->used <= segment->capacity);
+  mi_assert_internal(segment->abandoned <= segment->used);
+  size_t nfree = 0;
+  for (size_t i = 0; i < segment->capacity; i++) {
+    const mi_page_t* page = &segment->pages[i];
+    mi_assert_internal(page->segment_idx == i);
+    if (!page->segment_in_use) nfree++;
+  }
+  mi_assert_internal(nfree + segment->used == segment->capacity);
+  mi_assert_internal(segment->page_kind == MI_PAGE_HUGE ||
+                     (mi_segment_page_size(segment) * segment->capacity == segment->segment_size));
+  (void)tld;
+  return true;
+}
+#endif
+
+// ---------------------------------------------------------------------------
+// Page layout
+// ---------------------------------------------------------------------------
+
+static size_t mi_segment_page_size(const mi_segment_t* segment) {
+  if (segment->capacity > 1) {
+    mi_assert_internal(segment->page_kind <= MI_PAGE_MEDIUM);
+    return ((size_t)1 << segment->page_shift);
+  }
+  mi_assert_internal(segment->page_kind >= MI_PAGE_LARGE);
+  return segment->segment_size;
+}
+
+// The block area of a page. Page 0 starts after the header; in small and
+// medium segments its start is moved up to a multiple of the block size so
+// that blocks of power-of-two sizes are naturally aligned (aligned malloc).
+uint8_t* _mi_segment_page_start(const mi_segment_t* segment, const mi_page_t* page, size_t block_size, size_t* page_size, size_t* pre_size) {
+  size_t psize = mi_segment_page_size(segment);
+  uint8_t* p = (uint8_t*)segment + page->segment_idx * psize;
+  if (pre_size != NULL) *pre_size = 0;
+  if (mi_unlikely(segment->aligned_block != NULL)) {
+    // big-alignment huge segment: the block area starts at the aligned block
+    p = segment->aligned_block;
+    psize = segment->segment_size - (size_t)(segment->aligned_block - (uint8_t*)segment);
+  }
+  else if (page->segment_idx == 0) {
+    p += segment->segment_info_size;
+    psize -= segment->segment_info_size;
+    if (block_size > 0 && block_size < MI_HUGE_BLOCK_SIZE && segment->page_kind <= MI_PAGE_MEDIUM) {
+      size_t adjust = block_size - ((uintptr_t)p % block_size);
+      if (adjust < block_size) {
+        p += adjust;
+        psize -= adjust;
+        if (pre_size != NULL) *pre_size = adjust;
+      }
+    }
+  }
+  if (page_size != NULL) *page_size = psize;
+  mi_assert_internal(_mi_ptr_segment(p) == segment || segment->aligned_block != NULL);
+  return p;
+}
+
+// Bytes of header + page descriptors, and the total segment size.
+static size_t mi_segment_size(size_t capacity, size_t required, size_t* info_size) {
+  const size_t minsize = sizeof(mi_segment_t) + ((capacity - 1) * sizeof(mi_page_t)) + 16;
+  const size_t isize = _mi_align_up(minsize, 16 * MI_MAX_ALIGN_SIZE);
+  if (info_size != NULL) *info_size = isize;
+  if (required == 0) return MI_SEGMENT_SIZE;
+  return _mi_align_up(required + isize, MI_HUGE_SEGMENT_ROUND);
+}
+
+// ---------------------------------------------------------------------------
+// Thread accounting
+// ---------------------------------------------------------------------------
+
+static void mi_segments_track_size(long segment_size, mi_segments_tld_t* tld) {
+  if (segment_size >= 0) tld->count++;
+  else tld->count--;
+  if (tld->count > tld->peak_count) tld->peak_count = tld->count;
+  tld->current_size += (size_t)segment_size;
+  if (tld->current_size > tld->peak_size) tld->peak_size = tld->current_size;
+}
+
+// ---------------------------------------------------------------------------
+// Page reset (purge) and its delay
+// ---------------------------------------------------------------------------
+
+static void mi_page_reset(mi_segment_t* segment, mi_page_t* page) {
+  mi_assert_internal(page->is_committed);
+  if (segment->mem_is_fixed || page->is_reset || !page->is_committed) return;
+  size_t psize;
+  uint8_t* start = _mi_segment_page_start(segment, page, 0, &psize, NULL);
+  page->is_reset = true;
+  if (_mi_option_get(mi_option_reset_decommits)) {
+    if (_mi_os_decommit(start, psize)) page->is_committed = false;
+  }
+  else {
+    _mi_os_reset(start, psize);
+  }
+}
+
+// Make a claimed page usable again after a reset; false if commit failed.
+static bool mi_page_unreset(mi_segment_t* segment, mi_page_t* page) {
+  if (!page->is_committed) {
+    size_t psize;
+    uint8_t* start = _mi_segment_page_start(segment, page, 0, &psize, NULL);
+    bool is_zero = false;
+    if (!_mi_os_commit(start, psize, &is_zero)) return false;
+    page->is_committed = true;
+  }
+  if (page->is_reset) {
+    page->is_reset = false;
+    // a reset page reads as zeros if its whole area was purged (not page 0,
+    // whose area shares an OS page with the header)
+    page->is_zero_init = (page->segment_idx > 0 || segment->aligned_block != NULL);
+  }
+  return true;
+}
+
+static bool mi_page_reset_is_expired(const mi_page_t* page, int64_t now) {
+  int32_t expire = (int32_t)page->used;
+  return (((int32_t)now - expire) >= 0);
+}
+
+#if (MI_DEBUG >= 3)
+static bool mi_pages_reset_contains(const mi_page_t* page, mi_segments_tld_t* tld) {
+  for (mi_page_t* p = tld->pages_reset.first; p != NULL; p = p->next) {
+    if (p == page) return true;
+  }
+  return false;
+}
+#endif
+
+static bool mi_page_in_reset_queue(const mi_page_t* page, mi_segments_tld_t* tld) {
+  bool in_queue = (page->next != NULL || page->prev != NULL || tld->pages_reset.first == page);
+  mi_assert_expensive(in_queue == mi_pages_reset_contains(page, tld));
+  return in_queue;
+}
+
+static void mi_pages_reset_add(mi_segment_t* segment, mi_page_t* page, mi_segments_tld_t* tld) {
+  mi_assert_internal(!page->segment_in_use);
+  if (!_mi_option_get(mi_option_page_reset)) return;
+  if (segment->mem_is_fixed || page->is_reset || !page->is_committed) return;
+  const long delay = _mi_option_get(mi_option_reset_delay);
+  if (delay <= 0) {
+    mi_page_reset(segment, page);
+    return;
+  }
+  // newest first: the queue stays ordered by expiry
+  page->used = (uint32_t)(_mi_prim_clock_now() + delay);
+  page->next = tld->pages_reset.first;
+  page->prev = NULL;
+  if (page->next == NULL) tld->pages_reset.last = page;
+  else page->next->prev = page;
+  tld->pages_reset.first = page;
+}
+
+static void mi_pages_reset_remove(mi_page_t* page, mi_segments_tld_t* tld) {
+  if (!mi_page_in_reset_queue(page, tld)) return;
+  mi_page_reset_queue_t* pq = &tld->pages_reset;
+  if (page->prev != NULL) page->prev->next = page->next;
+  if (page->next != NULL) page->next->prev = page->prev;
+  if (page == pq->last) pq->last = page->prev;
+  if (page == pq->first) pq->first = page->next;
+  page->next = page->prev = NULL;
+  page->used = 0;
+}
+
+// Take all unused pages of a segment off the reset queue, resetting them now
+// if `reset` (otherwise their memory goes back with the segment).
+static void mi_pages_reset_remove_all_in_segment(mi_segment_t* segment, bool reset, mi_segments_tld_t* tld) {
+  if (segment->mem_is_fixed) return;
+  for (size_t i = 0; i < segment->capacity; i++) {
+    mi_page_t* page = &segment->pages[i];
+    if (!page->segment_in_use && page->is_committed && !page->is_reset) {
+      mi_pages_reset_remove(page, tld);
+      if (reset) mi_page_reset(segment, page);
+    }
+  }
+}
+
+// Reset the pages whose delay has expired (all of them if forced).
+static void mi_reset_delayed(mi_segments_tld_t* tld, bool force) {
+  if (tld->pages_reset.last == NULL) return;
+  const int64_t now = _mi_prim_clock_now();
+  mi_page_t* page = tld->pages_reset.last;
+  while (page != NULL && (force || mi_page_reset_is_expired(page, now))) {
+    mi_page_t* prev = page->prev;
+    page->used = 0;
+    page->next = page->prev = NULL;
+    mi_page_reset(_mi_page_segment(page), page);
+    page = prev;
+  }
+  tld->pages_reset.last = page;
+  if (page == NULL) tld->pages_reset.first = NULL;
+  else page->next = NULL;
+}
+
+// ---------------------------------------------------------------------------
+// Segment allocation and free
+// ---------------------------------------------------------------------------
+
+// Allocate a segment: `required` > 0 for a huge segment, `page_alignment` >
+// MI_ALIGNMENT_MAX_IN_SEGMENT for a big-alignment one.
+static mi_segment_t* mi_segment_alloc(size_t required, mi_page_kind_t page_kind, size_t page_shift,
+                                      size_t page_alignment, size_t align_offset, mi_segments_tld_t* tld) {
+  size_t capacity;
+  if (page_kind == MI_PAGE_HUGE) {
+    mi_assert_internal(page_shift == MI_SEGMENT_SHIFT && required > 0);
+    capacity = 1;
+  }
+  else {
+    mi_assert_internal(required == 0);
+    capacity = MI_SEGMENT_SIZE >> page_shift;
+  }
+  size_t info_size;
+  size_t segment_size = mi_segment_size(capacity, required, &info_size);
+  // big alignment: the block (the user pointer) starts at `block_ofs` such that
+  // (segment + block_ofs + align_offset) % page_alignment == 0, inside the
+  // first segment unit or exactly at its end (then free recognises it by
+  // its unit-aligned address)
+  const bool big_aligned = (page_alignment > MI_ALIGNMENT_MAX_IN_SEGMENT);
+  size_t block_ofs = 0;
+  if (big_aligned) {
+    block_ofs = (size_t)(0 - align_offset) & MI_SEGMENT_MASK;
+    if (block_ofs == 0) block_ofs = MI_SEGMENT_SIZE;
+    if (block_ofs < info_size) {
+      _mi_error_message(EINVAL, "unsupported alignment offset %zu for alignment %zu\n", align_offset, page_alignment);
+      return NULL;
+    }
+    segment_size = _mi_align_up(block_ofs + required, MI_HUGE_SEGMENT_ROUND);
+  }
+
+  // commit policy: a thread's first small/medium segments may commit page by page
+  const bool eager_delayed = (page_kind <= MI_PAGE_MEDIUM && tld->count < (size_t)_mi_option_get(mi_option_eager_commit_delay));
+  const bool eager = !eager_delayed && (_mi_option_get(mi_option_eager_commit) != 0);
+  const bool commit = eager || (page_kind >= MI_PAGE_LARGE);
+  const bool allow_large = !eager_delayed && (_mi_option_get(mi_option_large_os_pages) != 0);
+
+  mi_memid_t memid = { 0, 0 };
+  bool is_committed = false, is_large = false, is_zero = false;
+  size_t mem_size;
+  mi_segment_t* segment;
+  if (big_aligned) {
+    mem_size = segment_size;
+    const size_t os_offset = (block_ofs + align_offset) % page_alignment;   // a multiple of the segment size
+    segment = (mi_segment_t*)_mi_os_alloc_aligned_at(mem_size, page_alignment, os_offset, true, false, &is_large, &is_zero);
+    is_committed = true;
+  }
+  else {
+    mem_size = _mi_align_up(segment_size, MI_SEGMENT_SIZE);
+    segment = (mi_segment_t*)_mi_region_alloc(mem_size, commit, allow_large, &is_committed, &is_large, &is_zero, &memid, tld);
+  }
+  if (segment == NULL) return NULL;
+  mi_assert_internal(((uintptr_t)segment & MI_SEGMENT_MASK) == 0);
+  if (!is_committed) {
+    // commit the header at least; pages are committed when claimed
+    bool commit_zero = false;
+    if (!_mi_os_commit(segment, info_size, &commit_zero)) {
+      _mi_region_free(segment, mem_size, memid, false);
+      return NULL;
+    }
+  }
+
+  // header: everything zero except what we set below
+  if (!is_zero) memset((void*)segment, 0, info_size);
+  segment->memid = memid;
+  segment->mem_size = mem_size;
+  segment->mem_is_fixed = is_large;
+  segment->mem_is_committed = is_committed;
+  for (size_t i = 0; i < capacity; i++) {
+    mi_page_t* page = &segment->pages[i];
+    page->segment_idx = (uint8_t)i;
+    page->is_reset = false;
+    page->is_committed = is_committed;
+    page->is_zero_init = is_zero;
+  }
+  segment->page_kind = page_kind;
+  segment->capacity = capacity;
+  segment->page_shift = page_shift;
+  segment->segment_size = segment_size;
+  segment->segment_info_size = info_size;
+  segment->aligned_block = (big_aligned ? (uint8_t*)segment + block_ofs : NULL);
+  segment->cookie = _mi_ptr_cookie(segment);
+  mi_atomic_store_release(&segment->thread_id, _mi_thread_id());
+  _mi_segment_map_allocated_at(segment);
+  mi_segments_track_size((long)segment_size, tld);
+  if (page_kind <= MI_PAGE_MEDIUM) mi_segment_insert_in_free_queue(segment, tld);
+  return segment;
+}
+
+// Give a segment's memory back. The segment is no longer counted by any thread.
+static void mi_segment_os_free(mi_segment_t* segment, bool purge_now) {
+  _mi_segment_map_freed_at(segment);
+  // pages decommitted by a reset must be accessible again before the memory is reused
+  if (segment->mem_is_committed) {
+    for (size_t i = 0; i < segment->capacity; i++) {
+      if (!segment->pages[i].is_committed) {
+        bool is_zero;
+        _mi_os_commit(segment, segment->segment_size, &is_zero);
+        break;
+      }
+    }
+  }
+  mi_atomic_store_release(&segment->thread_id, 0);
+  _mi_region_free(segment, segment->mem_size, segment->memid, purge_now || _mi_option_get(mi_option_segment_reset) != 0);
+}
+
+static void mi_segment_free(mi_segment_t* segment, bool force, mi_segments_tld_t* tld) {
+  mi_assert_internal(segment->used == 0);
+  // the unused pages' pending resets are dropped: the region purges the whole
+  // segment after its own delay (or now, when forced)
+  mi_pages_reset_remove_all_in_segment(segment, false, tld);
+  mi_segment_remove_from_free_queue(segment, tld);
+  mi_segments_track_size(-((long)segment->segment_size), tld);
+  mi_segment_os_free(segment, force);
+}
+
+// ---------------------------------------------------------------------------
+// Claiming and releasing pages
+// ---------------------------------------------------------------------------
+
+static bool mi_segment_has_free(const mi_segment_t* segment) {
+  return (segment->used < segment->capacity);
+}
+
+static bool mi_segment_page_claim(mi_segment_t* segment, mi_page_t* page, mi_segments_tld_t* tld) {
+  mi_assert_internal(_mi_page_segment(page) == segment);
+  mi_assert_internal(!page->segment_in_use);
+  mi_pages_reset_remove(page, tld);   // claimed before its reset: no system call
+  if (!mi_page_unreset(segment, page)) return false;
+  page->used = 0;
+  page->segment_in_use = true;
+  segment->used++;
+  mi_assert_internal(segment->used <= segment->capacity);
+  if (segment->used == segment->capacity && segment->page_kind <= MI_PAGE_MEDIUM) {
+    mi_segment_remove_from_free_queue(segment, tld);
+  }
+  return true;
+}
+
+static mi_page_t* mi_segment_find_free(mi_segment_t* segment, mi_segments_tld_t* tld) {
+  mi_assert_internal(mi_segment_has_free(segment));
+  for (size_t i = 0; i < segment->capacity; i++) {
+    mi_page_t* page = &segment->pages[i];
+    if (!page->segment_in_use) {
+      return (mi_segment_page_claim(segment, page, tld) ? page : NULL);
+    }
+  }
+  mi_assert(false);
+  return NULL;
+}
+
+// Clear a page that is no longer used and queue it for a delayed reset.
+static void mi_segment_page_clear(mi_segment_t* segment, mi_page_t* page, mi_segments_tld_t* tld) {
+  mi_assert_internal(page->segment_in_use);
+  mi_assert_internal(mi_page_all_free(page));
+  page->is_zero_init = false;
+  page->segment_in_use = false;
+  // zero the descriptor except the segment-level fields before `capacity`
+  const size_t ofs = offsetof(mi_page_t, capacity);
+  memset((uint8_t*)page + ofs, 0, sizeof(*page) - ofs);
+  segment->used--;
+  mi_pages_reset_add(segment, page, tld);
+}
+
+void _mi_segment_page_free(mi_page_t* page, bool force, mi_segments_tld_t* tld) {
+  mi_segment_t* segment = _mi_page_segment(page);
+  mi_reset_delayed(tld, false);
+  mi_segment_page_clear(segment, page, tld);
+  if (segment->used == 0) {
+    mi_segment_free(segment, force, tld);
+  }
+  else if (segment->used == segment->abandoned) {
+    // only abandoned pages are left (a thread is ending): abandon the segment
+    mi_segment_abandon(segment, tld);
+  }
+  else if (segment->used + 1 == segment->capacity && segment->page_kind <= MI_PAGE_MEDIUM) {
+    // it was full: it has a free page again
+    mi_segment_insert_in_free_queue(segment, tld);
+  }
+}
+
+// ---------------------------------------------------------------------------
+// Abandonment
+// ---------------------------------------------------------------------------
+
+static void mi_segment_abandon(mi_segment_t* segment, mi_segments_tld_t* tld) {
+  mi_assert_internal(segment->used == segment->abandoned && segment->used > 0);
+  mi_reset_delayed(tld, false);
+  // free pages of an abandoned segment are purged now: nobody will use them soon
+  mi_pages_reset_remove_all_in_segment(segment, true, tld);
+  if (_mi_option_get(mi_option_abandoned_page_reset)) {
+    for (size_t i = 0; i < segment->capacity; i++) {
+      mi_page_t* page = &segment->pages[i];
+      if (!page->segment_in_use) mi_page_reset(segment, page);
+    }
+  }
+  mi_segment_remove_from_free_queue(segment, tld);
+  mi_segments_track_size(-((long)segment->segment_size), tld);
+  segment->abandoned_visits = 0;
+  mi_atomic_store_release(&segment->thread_id, 0);
+  if (segment->memid.region_idx > 0 && segment->page_kind != MI_PAGE_HUGE) {
+    _mi_region_abandon(segment);   // findable by the reclaim scan
+  }
+  // else: claimed by whoever frees into it (CAS on thread_id)
+}
+
+void _mi_segment_page_abandon(mi_page_t* page, mi_segments_tld_t* tld) {
+  mi_assert_internal(mi_page_heap(page) == NULL);
+  mi_segment_t* segment = _mi_page_segment(page);
+  segment->abandoned++;
+  mi_assert_internal(segment->abandoned <= segment->used);
+  if (segment->used == segment->abandoned) {
+    mi_segment_abandon(segment, tld);
+  }
+}
+
+// ---------------------------------------------------------------------------
+// Reclaim
+// ---------------------------------------------------------------------------
+
+// Take ownership of an abandoned segment (the token is the bitmap bit for
+// region segments, else the owner id).
+static bool mi_segment_claim(mi_segment_t* segment) {
+  if (segment->memid.region_idx > 0 && segment->page_kind != MI_PAGE_HUGE) {
+    if (!_mi_region_claim_abandoned(segment)) return false;
+    mi_atomic_store_release(&segment->thread_id, _mi_thread_id());
+    return true;
+  }
+  uintptr_t expected = 0;
+  return mi_atomic_cas_strong_acq_rel(&segment->thread_id, &expected, _mi_thread_id());
+}
+
+// Does an abandoned segment have room for a block of `block_size`?
+static bool mi_segment_check_free(mi_segment_t* segment, size_t block_size, bool* all_pages_free) {
+  bool has_page = false;
+  size_t pages_used = 0, pages_used_empty = 0;
+  for (size_t i = 0; i < segment->capacity; i++) {
+    mi_page_t* page = &segment->pages[i];
+    if (page->segment_in_use) {
+      pages_used++;
+      _mi_page_free_collect(page, false);
+      if (mi_page_all_free(page)) {
+        pages_used_empty++;
+        has_page = true;
+      }
+      else if (page->xblock_size == block_size && mi_page_has_any_available(page)) {
+        has_page = true;
+      }
+    }
+    else {
+      has_page = true;
+    }
+  }
+  *all_pages_free = (pages_used == pages_used_empty);
+  return has_page;
+}
+
+// Reclaim a claimed segment into `heap` (a backing heap). Returns NULL if the
+// segment was freed because it turned out empty. Sets `*right_page_reclaimed`
+// when a page of `requested_block_size` with free blocks went into the heap.
+static mi_segment_t* mi_segment_reclaim(mi_segment_t* segment, mi_heap_t* heap, size_t requested_block_size,
+                                        bool* right_page_reclaimed, mi_segments_tld_t* tld) {
+  mi_assert_internal(mi_atomic_load_relaxed(&segment->thread_id) == _mi_thread_id());
+  mi_assert_internal(mi_heap_is_backing(heap));
+  if (right_page_reclaimed != NULL) *right_page_reclaimed = false;
+  segment->abandoned_visits = 0;
+  mi_segments_track_size((long)segment->segment_size, tld);
+  for (size_t i = 0; i < segment->capacity; i++) {
+    mi_page_t* page = &segment->pages[i];
+    if (!page->segment_in_use) continue;
+    mi_assert_internal(mi_page_heap(page) == NULL);
+    segment->abandoned--;
+    mi_page_set_heap(page, heap);
+    _mi_page_use_delayed_free(page, MI_USE_DELAYED_FREE, true);
+    _mi_page_free_collect(page, false);
+    if (mi_page_all_free(page)) {
+      mi_segment_page_clear(segment, page, tld);
+    }
+    else {
+      _mi_page_reclaim(heap, page);
+      if (requested_block_size == page->xblock_size && mi_page_has_any_available(page) && right_page_reclaimed != NULL) {
+        *right_page_reclaimed = true;
+      }
+    }
+  }
+  mi_assert_internal(segment->abandoned == 0);
+  if (segment->used == 0) {
+    mi_segment_free(segment, false, tld);
+    return NULL;
+  }
+  if (segment->page_kind <= MI_PAGE_MEDIUM && mi_segment_has_free(segment)) {
+    mi_segment_insert_in_free_queue(segment, tld);
+  }
+  return segment;
+}
+
+// Free into an abandoned segment: claim it and reclaim it into the backing
+// heap of `heap`'s thread. Bounded: one segment's page descriptors.
+bool _mi_segment_reclaim_on_free(mi_segment_t* segment, mi_heap_t* heap) {
+  if (!mi_heap_is_initialized(heap)) return false;
+  mi_heap_t* backing = heap->tld->heap_backing;
+  if (!mi_segment_claim(segment)) return false;
+  mi_segment_reclaim(segment, backing, 0, NULL, &backing->tld->segments);
+  return true;
+}
+
+// Free the single block of an abandoned huge segment: claim it and give the
+// memory back. Needs no heap: the segment is not counted by any thread.
+void _mi_segment_huge_page_free(mi_segment_t* segment, mi_page_t* page, mi_block_t* block) {
+  mi_assert_internal(segment->page_kind == MI_PAGE_HUGE);
+  (void)block;
+  if (!mi_segment_claim(segment)) {
+    _mi_error_message(EAGAIN, "double free detected of huge block %p\n", block);
+    return;
+  }
+  mi_assert_internal(page->used == 1);
+  page->used = 0;
+  page->segment_in_use = false;
+  segment->used = 0;
+  segment->abandoned = 0;
+  mi_segment_os_free(segment, false);
+}
+
+// Try up to MI_RECLAIM_TRIES abandoned segments for one that serves the request.
+static mi_segment_t* mi_segment_try_reclaim(mi_heap_t* heap, size_t block_size, mi_page_kind_t page_kind,
+                                            bool* reclaimed, mi_segments_tld_t* tld) {
+  *reclaimed = false;
+  if (_mi_region_abandoned_count() == 0) return NULL;
+  mi_heap_t* backing = heap->tld->heap_backing;
+  mi_segment_t* segment;
+  int max_tries = MI_RECLAIM_TRIES;
+  while (max_tries-- > 0 && (segment = _mi_region_next_abandoned(&tld->reclaim_cursor)) != NULL) {
+    mi_atomic_store_release(&segment->thread_id, _mi_thread_id());
+    segment->abandoned_visits++;
+    bool all_pages_free;
+    bool has_page = mi_segment_check_free(segment, block_size, &all_pages_free);
+    if (all_pages_free) {
+      mi_segment_reclaim(segment, backing, 0, NULL, tld);   // frees it
+    }
+    else if (has_page && segment->page_kind == page_kind) {
+      bool right_page = false;
+      mi_segment_t* s = mi_segment_reclaim(segment, backing, block_size, &right_page, tld);
+      *reclaimed = right_page && (heap == backing);
+      return s;
+    }
+    else if (segment->abandoned_visits >= MI_RECLAIM_FORCE_VISITS) {
+      mi_segment_reclaim(segment, backing, 0, NULL, tld);   // keeps the abandoned set short
+    }
+    else {
+      // not useful now: abandon it again
+      mi_atomic_store_release(&segment->thread_id, 0);
+      _mi_region_abandon(segment);
+    }
+  }
+  return NULL;
+}
+
+void _mi_abandoned_reclaim_all(mi_heap_t* heap, mi_segments_tld_t* tld) {
+  mi_heap_t* backing = heap->tld->heap_backing;
+  size_t cursor = 0;
+  mi_segment_t* segment;
+  while ((segment = _mi_region_next_abandoned(&cursor)) != NULL) {
+    mi_atomic_store_release(&segment->thread_id, _mi_thread_id());
+    mi_segment_reclaim(segment, backing, 0, NULL, tld);
+  }
+}
+
+// ---------------------------------------------------------------------------
+// Page allocation
+// ---------------------------------------------------------------------------
+
+// A segment of the kind with a free page: reclaimed or fresh. NULL with
+// `*reclaimed` means a fitting page went into the heap's queue instead.
+static mi_segment_t* mi_segment_reclaim_or_alloc(mi_heap_t* heap, size_t block_size, mi_page_kind_t page_kind,
+                                                 size_t page_shift, mi_segments_tld_t* tld) {
+  bool reclaimed;
+  mi_segment_t* segment = mi_segment_try_reclaim(heap, block_size, page_kind, &reclaimed, tld);
+  if (reclaimed) return NULL;   // the caller's retry finds the page in its queue
+  if (segment != NULL && page_kind <= MI_PAGE_MEDIUM && mi_segment_has_free(segment)) return segment;
+  return mi_segment_alloc(0, page_kind, page_shift, 0, 0, tld);
+}
+
+static mi_page_t* mi_segment_page_alloc(mi_heap_t* heap, size_t block_size, mi_page_kind_t kind,
+                                        size_t page_shift, mi_segments_tld_t* tld) {
+  mi_segment_queue_t* free_queue = mi_segment_free_queue_of_kind(kind, tld);
+  if (mi_segment_queue_is_empty(free_queue)) {
+    mi_segment_t* segment = mi_segment_reclaim_or_alloc(heap, block_size, kind, page_shift, tld);
+    if (segment == NULL) return NULL;
+    if (!mi_segment_is_in_free_queue(segment, tld)) return NULL;
+  }
+  mi_assert_internal(free_queue->first != NULL);
+  return mi_segment_find_free(free_queue->first, tld);
+}
+
+static mi_page_t* mi_segment_large_page_alloc(mi_heap_t* heap, size_t block_size, mi_segments_tld_t* tld) {
+  mi_segment_t* segment = mi_segment_reclaim_or_alloc(heap, block_size, MI_PAGE_LARGE, MI_LARGE_PAGE_SHIFT, tld);
+  if (segment == NULL) return NULL;
+  mi_page_t* page = &segment->pages[0];
+  if (!mi_segment_page_claim(segment, page, tld)) {
+    mi_segment_free(segment, false, tld);
+    return NULL;
+  }
+  return page;
+}
+
+static mi_page_t* mi_segment_huge_page_alloc(size_t size, size_t page_alignment, size_t align_offset, mi_segments_tld_t* tld) {
+  mi_segment_t* segment = mi_segment_alloc(size, MI_PAGE_HUGE, MI_SEGMENT_SHIFT, page_alignment, align_offset, tld);
+  if (segment == NULL) return NULL;
+  mi_page_t* page = &segment->pages[0];
+  if (!mi_segment_page_claim(segment, page, tld)) {
+    mi_segment_free(segment, false, tld);
+    return NULL;
+  }
+  return page;
+}
+
+mi_page_t* _mi_segment_page_alloc(mi_heap_t* heap, size_t block_size, size_t page_alignment, size_t align_offset, mi_segments_tld_t* tld) {
+  mi_page_t* page;
+  if (mi_unlikely(page_alignment > MI_ALIGNMENT_MAX_IN_SEGMENT)) {
+    page = mi_segment_huge_page_alloc(block_size, page_alignment, align_offset, tld);
+  }
+  else if (block_size <= MI_SMALL_OBJ_SIZE_MAX) {
+    page = mi_segment_page_alloc(heap, block_size, MI_PAGE_SMALL, MI_SMALL_PAGE_SHIFT, tld);
+  }
+  else if (block_size <= MI_MEDIUM_OBJ_SIZE_MAX) {
+    page = mi_segment_page_alloc(heap, block_size, MI_PAGE_MEDIUM, MI_MEDIUM_PAGE_SHIFT, tld);
+  }
+  else if (block_size <= MI_LARGE_OBJ_SIZE_MAX) {
+    page = mi_segment_large_page_alloc(heap, block_size, tld);
+  }
+  else {
+    page = mi_segment_huge_page_alloc(block_size, 0, 0, tld);
+  }
+  mi_assert_expensive(page == NULL || mi_segment_is_valid(_mi_page_segment(page), tld));
+  mi_reset_delayed(tld, false);
+  return page;
+}
+
+// ---------------------------------------------------------------------------
+// Collection and lookup
+// ---------------------------------------------------------------------------
+
+void _mi_segments_collect(bool force, mi_segments_tld_t* tld) {
+  mi_reset_delayed(tld, force);
+}
+
+// The segment of a block whose address is exactly segment-unit aligned: only
+// big-alignment blocks (one unit after their segment's start). NULL otherwise.
+mi_segment_t* _mi_segment_of_unit_aligned(const void* p) {
+  if (p == NULL) return NULL;
+  mi_segment_t* segment = (mi_segment_t*)((uintptr_t)p - MI_SEGMENT_SIZE);
+  if (!_mi_segment_map_contains(segment)) return NULL;
+  if (segment->aligned_block != (uint8_t*)p) return NULL;
+  return segment;
+}
+
+// Is p inside one of our segments? Constant time through the segment map; a
+// pointer beyond the first 4 MiB of a huge block is not recognised.
+bool mi_is_in_heap_region(const void* p) mi_attr_noexcept {
+  if (p == NULL) return false;
+  mi_segment_t* segment = _mi_ptr_segment(p);
+  if ((const void*)segment == p) return (_mi_segment_of_unit_aligned(p) != NULL);
+  return _mi_segment_map_contains(segment);
+}
