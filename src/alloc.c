@@ -241,7 +241,7 @@ void mi_free(void* p) mi_attr_noexcept {
   }
   mi_page_t* const page = _mi_segment_page_of(segment, p);
   const uintptr_t tid = _mi_thread_id();
-  if (mi_likely(tid == mi_atomic_load_relaxed(&segment->thread_id) && page->flags.full_aligned == 0)) {
+  if (mi_likely(tid == mi_atomic_load_relaxed(&segment->thread_id) && mi_page_flags(page) == 0)) {
     mi_block_t* const block = (mi_block_t*)p;
     mi_block_set_next(page, block, page->local_free);
     page->local_free = block;
@@ -411,7 +411,7 @@ mi_decl_restrict char* mi_strndup(const char* s, size_t n) mi_attr_noexcept {
 #define PATH_MAX 4096
 #endif
 
-mi_decl_restrict char* mi_heap_realpath(mi_heap_t* heap, const char* fname, char* resolved_name) mi_attr_noexcept {
+char* mi_heap_realpath(mi_heap_t* heap, const char* fname, char* resolved_name) mi_attr_noexcept {
   if (resolved_name != NULL) {
     return realpath(fname, resolved_name);
   }
@@ -420,6 +420,6 @@ mi_decl_restrict char* mi_heap_realpath(mi_heap_t* heap, const char* fname, char
   return mi_heap_strndup(heap, rname, PATH_MAX);   // NULL stays NULL (errno from realpath)
 }
 
-mi_decl_restrict char* mi_realpath(const char* fname, char* resolved_name) mi_attr_noexcept {
+char* mi_realpath(const char* fname, char* resolved_name) mi_attr_noexcept {
   return mi_heap_realpath(mi_get_default_heap(), fname, resolved_name);
 }

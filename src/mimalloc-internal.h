@@ -398,17 +398,25 @@ static inline bool mi_page_mostly_used(const mi_page_t* page) {
   return (page->reserved - page->used <= frac);
 }
 
+static inline uint8_t mi_page_flags(const mi_page_t* page) {
+  return mi_atomic_load_relaxed(&((mi_page_t*)page)->xflags);
+}
+// only the owner writes the flags, so a plain load-modify-store suffices
+static inline void mi_page_set_flag(mi_page_t* page, uint8_t flag, bool set) {
+  const uint8_t flags = mi_page_flags(page);
+  mi_atomic_store_relaxed(&page->xflags, (uint8_t)(set ? (flags | flag) : (flags & ~flag)));
+}
 static inline bool mi_page_is_in_full(const mi_page_t* page) {
-  return page->flags.x.in_full;
+  return ((mi_page_flags(page) & MI_PAGE_IN_FULL) != 0);
 }
 static inline void mi_page_set_in_full(mi_page_t* page, bool in_full) {
-  page->flags.x.in_full = in_full;
+  mi_page_set_flag(page, MI_PAGE_IN_FULL, in_full);
 }
 static inline bool mi_page_has_aligned(const mi_page_t* page) {
-  return page->flags.x.has_aligned;
+  return ((mi_page_flags(page) & MI_PAGE_HAS_ALIGNED) != 0);
 }
 static inline void mi_page_set_has_aligned(mi_page_t* page, bool has_aligned) {
-  page->flags.x.has_aligned = has_aligned;
+  mi_page_set_flag(page, MI_PAGE_HAS_ALIGNED, has_aligned);
 }
 
 static inline bool mi_page_is_huge(const mi_page_t* page) {

@@ -128,14 +128,13 @@ typedef enum mi_delayed_e {
 
 typedef uintptr_t mi_thread_free_t;   // block pointer | delayed state
 
-// The flags byte tested as a whole by `free`: non-zero sends it to the generic path.
-typedef union mi_page_flags_s {
-  uint8_t full_aligned;
-  struct {
-    uint8_t in_full : 1;      // the page sits in the full queue
-    uint8_t has_aligned : 1;  // some block was handed out as an aligned interior pointer
-  } x;
-} mi_page_flags_t;
+// The flags byte tested as a whole by `free`: non-zero sends it to the generic
+// path. Written only by the owner; read by any thread (relaxed atomic byte:
+// the bit a remote reader needs, has_aligned, cannot change while it holds a
+// live block of the page).
+#define MI_PAGE_IN_FULL      (0x01)   // the page sits in the full queue
+#define MI_PAGE_HAS_ALIGNED  (0x02)   // some block was handed out as an aligned interior pointer
+typedef _Atomic(uint8_t) mi_page_flags_t;
 
 // ------------------------------------------------------
 // Pages
@@ -157,7 +156,7 @@ typedef struct mi_page_s {
   uint8_t  is_zero_init:1;      // memory was known zero when the page was initialised
   uint16_t capacity;            // blocks threaded into free lists at least once
   uint16_t reserved;            // blocks that fit in the page area
-  mi_page_flags_t flags;        // in_full / has_aligned
+  mi_page_flags_t xflags;       // MI_PAGE_IN_FULL | MI_PAGE_HAS_ALIGNED
   uint8_t  is_zero:1;           // blocks on `free` are zero except their link word
   uint8_t  retire_expire:7;     // retire countdown (0 = not retired)
 

@@ -83,7 +83,9 @@ void _mi_page_use_delayed_free(mi_page_t* page, mi_delayed_t delay, bool overrid
 bool _mi_page_try_use_delayed_free(mi_page_t* page, mi_delayed_t delay, bool override_never) {
   mi_thread_free_t tfreex;
   mi_delayed_t old_delay;
-  mi_thread_free_t tfree = mi_atomic_load_relaxed(&page->xthread_free);
+  // acquire: whatever a remote freer did before leaving DELAYED_FREEING is
+  // visible before the owner goes on to change (or clear) the page
+  mi_thread_free_t tfree = mi_atomic_load_acquire(&page->xthread_free);
   size_t yield_count = 0;
   do {
     tfreex = mi_tf_set_delayed(tfree, delay);
@@ -92,13 +94,13 @@ bool _mi_page_try_use_delayed_free(mi_page_t* page, mi_delayed_t delay, bool ove
       if (yield_count >= 4) return false;   // give up after a few spins; caller retries
       yield_count++;
       mi_atomic_yield();
-      tfree = mi_atomic_load_relaxed(&page->xthread_free);
+      tfree = mi_atomic_load_acquire(&page->xthread_free);
       continue;
     }
     if (delay == old_delay) break;                                  // nothing to do
     if (!override_never && old_delay == MI_NEVER_DELAYED_FREE) break; // leave sticky state
   } while ((old_delay == MI_DELAYED_FREEING) ||
-           !mi_atomic_cas_weak_release(&page->xthread_free, &tfree, tfreex));
+           !mi_atomic_cas_weak_acq_rel(&page->xthread_free, &tfree, tfreex));
   return true;
 }
 
