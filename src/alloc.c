@@ -200,7 +200,17 @@ bool _mi_free_delayed_block(mi_block_t* block) {
 }
 
 // Everything that is not a local free into a non-full page without aligned blocks.
+// A pointer whose segment unit holds no segment of ours: report, free nothing.
+static mi_decl_noinline mi_decl_cold void mi_free_invalid(const void* p) {
+  _mi_error_message(EINVAL, "mi_free: invalid pointer (not allocated by mimalloc): %p\n", p);
+}
+
 static mi_decl_noinline void mi_free_generic(mi_segment_t* segment, mi_page_t* page, void* p) mi_attr_noexcept {
+  if (mi_unlikely(!_mi_segment_map_contains(segment))) {
+    // the fast path read a foreign owner id here; nothing else has been touched
+    mi_free_invalid(p);
+    return;
+  }
   mi_block_t* block = (mi_page_has_aligned(page) ? _mi_page_ptr_unalign(segment, page, p) : (mi_block_t*)p);
   const uintptr_t owner = mi_atomic_load_relaxed(&segment->thread_id);
   if (mi_likely(owner == _mi_thread_id())) {
@@ -227,7 +237,7 @@ static mi_decl_noinline void mi_free_unit_aligned(void* p) mi_attr_noexcept {
   if (p == NULL) return;
   mi_segment_t* segment = _mi_segment_of_unit_aligned(p);
   if (segment == NULL) {
-    _mi_error_message(EINVAL, "mi_free: invalid pointer: %p\n", p);
+    mi_free_invalid(p);
     return;
   }
   mi_free_generic(segment, &segment->pages[0], p);
@@ -239,6 +249,13 @@ void mi_free(void* p) mi_attr_noexcept {
     mi_free_unit_aligned(p);
     return;
   }
+  #if (MI_DEBUG > 0)
+  // debug builds validate before reading anything at the segment address
+  if (mi_unlikely(!_mi_segment_map_contains(segment))) {
+    mi_free_invalid(p);
+    return;
+  }
+  #endif
   mi_page_t* const page = _mi_segment_page_of(segment, p);
   const uintptr_t tid = _mi_thread_id();
   if (mi_likely(tid == mi_atomic_load_relaxed(&segment->thread_id) && mi_page_flags(page) == 0)) {

@@ -275,12 +275,19 @@ static void mi_process_done(void) {
   _mi_verbose_message("process done: 0x%zx\n", _mi_heap_main.thread_id);
 }
 
+// In a forked child only the forking thread exists.
+static void mi_fork_child(void) {
+  mi_atomic_store_relaxed(&thread_count, 1);
+  _mi_segments_fork_child();
+}
+
 void mi_process_init(void) mi_attr_noexcept {
   if (_mi_process_is_initialized) return;
   mi_heap_main_init();
   _mi_process_is_initialized = true;
   _mi_os_init();
   _mi_prim_thread_init_auto_done(&mi_thread_done_auto);
+  _mi_prim_fork_child_handler(&mi_fork_child);
   _mi_verbose_message("process init: 0x%zx\n", _mi_heap_main.thread_id);
   #if (MI_DEBUG > 0)
   _mi_verbose_message("debug level : %d\n", MI_DEBUG);

@@ -110,6 +110,7 @@ void       _mi_region_abandon(mi_segment_t* segment);
 bool       _mi_region_claim_abandoned(mi_segment_t* segment);
 mi_segment_t* _mi_region_next_abandoned(size_t* cursor);
 size_t     _mi_region_abandoned_count(void);
+void       _mi_region_visit_segments(void (*fn)(mi_segment_t* segment));
 void       _mi_segment_map_allocated_at(const mi_segment_t* segment);
 void       _mi_segment_map_freed_at(const mi_segment_t* segment);
 bool       _mi_segment_map_contains(const void* segment);
@@ -124,6 +125,7 @@ void       _mi_abandoned_reclaim_all(mi_heap_t* heap, mi_segments_tld_t* tld);
 void       _mi_segments_collect(bool force, mi_segments_tld_t* tld);
 mi_segment_t* _mi_segment_of_unit_aligned(const void* p);
 void       _mi_segment_huge_page_free(mi_segment_t* segment, mi_page_t* page, mi_block_t* block);
+void       _mi_segments_fork_child(void);
 
 // page-queue.c
 uint8_t    _mi_bin(size_t size);

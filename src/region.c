@@ -396,3 +396,24 @@ mi_segment_t* _mi_region_next_abandoned(size_t* cursor) {
   }
   return NULL;
 }
+
+// ---------------------------------------------------------------------------
+// Visiting all segments in regions (used after fork)
+// ---------------------------------------------------------------------------
+
+// Call `fn` for every segment that starts in a live region.
+void _mi_region_visit_segments(void (*fn)(mi_segment_t* segment)) {
+  const size_t count = mi_atomic_load_acquire(&regions_count);
+  for (size_t i = 0; i < count; i++) {
+    mem_region_t* region = &regions[i];
+    if (mi_atomic_load_acquire(&region->state) != MI_REGION_LIVE) continue;
+    uintptr_t in_use = mi_atomic_load_acquire(&region->in_use);
+    uint8_t* start = (uint8_t*)mi_atomic_load_acquire(&region->start);
+    while (in_use != 0) {
+      const size_t bit = mi_ctz(in_use);
+      in_use &= ~((uintptr_t)1 << bit);
+      mi_segment_t* segment = (mi_segment_t*)(start + bit * MI_SEGMENT_SIZE);
+      if (_mi_segment_map_contains(segment)) fn(segment);   // a segment starts here
+    }
+  }
+}

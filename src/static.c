@@ -1,8 +1,11 @@
 /* ----------------------------------------------------------------------------
-  static.c -- the whole library as one translation unit: the `mimalloc.o`
-  object for static linking (link it first and it overrides malloc for the
-  whole program). This is the one deliberate place where .c files include
-  other .c files.
+  static.c -- the whole library as one translation unit.
+
+  Every library target (shared, static, and the `mimalloc.o` object) is built
+  from this file: the override layer can then define `malloc` as an alias of
+  `mi_malloc` (aliases need their target in the same unit), and the compiler
+  inlines across layers. This is the one deliberate place where .c files
+  include other .c files; the order is the layer order, bottom to top.
 -----------------------------------------------------------------------------*/
 #ifndef _DEFAULT_SOURCE
 #define _DEFAULT_SOURCE
@@ -23,4 +26,9 @@
 #include "alloc.c"
 #include "alloc-aligned.c"
 #include "alloc-posix.c"
+#include "alloc-new.c"
 #include "init.c"
+
+#if defined(MI_MALLOC_OVERRIDE)
+#include "alloc-override.c"
+#endif

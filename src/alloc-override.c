@@ -1,0 +1,103 @@
+/* ----------------------------------------------------------------------------
+  alloc-override.c -- the standard allocation interface, served by mimalloc.
+
+  Included last by static.c when MI_MALLOC_OVERRIDE is set (CMake MI_OVERRIDE,
+  on by default). Every standard name is an ELF *alias* of the `mi_` function
+  it maps to, so `malloc` *is* `mi_malloc`: no forwarding jump. Aliases need
+  their target in the same translation unit, which is why the library is
+  compiled as one unit. Names whose prototype differs from their target are
+  small functions instead (inlined).
+
+  With the shared library preloaded (LD_PRELOAD) these definitions come
+  before the C library's, so the whole program, the C library and the C++
+  runtime included, allocates here.
+-----------------------------------------------------------------------------*/
+#if !defined(MI_MALLOC_OVERRIDE)
+#error "alloc-override.c is only compiled (through static.c) when overriding"
+#endif
+
+#if !defined(__GNUC__) || defined(__APPLE__) || defined(_WIN32)
+#error "the override layer supports ELF platforms with GCC or Clang"
+#endif
+
+#include <stdlib.h>
+#include <malloc.h>
+
+#define MI_FORWARD(fun)   __attribute__((alias(#fun), used, visibility("default")))
+
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic ignored "-Wmissing-attributes"   // an alias need not repeat malloc/alloc_size
+#endif
+
+// ---------------------------------------------------------------------------
+// C and POSIX
+// ---------------------------------------------------------------------------
+
+_Static_assert(sizeof(size_t) == 8, "the C++ operator names below assume a 64-bit size_t");
+
+void* malloc(size_t size)                            MI_FORWARD(mi_malloc);
+void* calloc(size_t count, size_t size)              MI_FORWARD(mi_calloc);
+void* realloc(void* p, size_t newsize)               MI_FORWARD(mi_realloc);
+void  free(void* p)                                  MI_FORWARD(mi_free);
+void  cfree(void* p)                                 MI_FORWARD(mi_free);
+void* reallocf(void* p, size_t newsize)              MI_FORWARD(mi_reallocf);
+void* reallocarray(void* p, size_t count, size_t size) MI_FORWARD(mi_reallocarray);
+void* valloc(size_t size)                            MI_FORWARD(mi_valloc);
+void* pvalloc(size_t size)                           MI_FORWARD(mi_pvalloc);
+void* memalign(size_t alignment, size_t size)        MI_FORWARD(mi_memalign);
+int   posix_memalign(void** p, size_t alignment, size_t size) MI_FORWARD(mi_posix_memalign);
+void* _aligned_malloc(size_t alignment, size_t size) MI_FORWARD(mi_aligned_alloc);
+size_t malloc_size(const void* p)                    MI_FORWARD(mi_usable_size);
+
+// glibc's prototype takes a non-const pointer
+__attribute__((visibility("default"))) size_t malloc_usable_size(void* p) {
+  return mi_usable_size(p);
+}
+
+// C17 (and glibc) accept any size; 1.6's mi_aligned_alloc keeps the C11 rule
+__attribute__((visibility("default"))) void* aligned_alloc(size_t alignment, size_t size) {
+  if (alignment == 0 || !_mi_is_power_of_two(alignment)) { errno = EINVAL; return NULL; }
+  return mi_malloc_aligned(size, alignment);
+}
+
+// ---------------------------------------------------------------------------
+// glibc's internal names (used by parts of glibc and by some programs)
+// ---------------------------------------------------------------------------
+
+void* __libc_malloc(size_t size)                     MI_FORWARD(mi_malloc);
+void* __libc_calloc(size_t count, size_t size)       MI_FORWARD(mi_calloc);
+void* __libc_realloc(void* p, size_t size)           MI_FORWARD(mi_realloc);
+void  __libc_free(void* p)                           MI_FORWARD(mi_free);
+void  __libc_cfree(void* p)                          MI_FORWARD(mi_free);
+void* __libc_valloc(size_t size)                     MI_FORWARD(mi_valloc);
+void* __libc_pvalloc(size_t size)                    MI_FORWARD(mi_pvalloc);
+void* __libc_memalign(size_t alignment, size_t size) MI_FORWARD(mi_memalign);
+int   __posix_memalign(void** p, size_t alignment, size_t size) MI_FORWARD(mi_posix_memalign);
+
+// ---------------------------------------------------------------------------
+// C++ operators (Itanium ABI names, 64-bit size_t), defined from C
+// ---------------------------------------------------------------------------
+
+void* _Znwm(size_t n)                                MI_FORWARD(mi_new);                  // new
+void* _Znam(size_t n)                                MI_FORWARD(mi_new);                  // new[]
+void* _ZnwmSt11align_val_t(size_t n, size_t al)      MI_FORWARD(mi_new_aligned);
+void* _ZnamSt11align_val_t(size_t n, size_t al)      MI_FORWARD(mi_new_aligned);
+void  _ZdlPv(void* p)                                MI_FORWARD(mi_free);                 // delete
+void  _ZdaPv(void* p)                                MI_FORWARD(mi_free);                 // delete[]
+void  _ZdlPvm(void* p, size_t n)                     MI_FORWARD(mi_free_size);
+void  _ZdaPvm(void* p, size_t n)                     MI_FORWARD(mi_free_size);
+void  _ZdlPvSt11align_val_t(void* p, size_t al)      MI_FORWARD(mi_free_aligned);
+void  _ZdaPvSt11align_val_t(void* p, size_t al)      MI_FORWARD(mi_free_aligned);
+void  _ZdlPvmSt11align_val_t(void* p, size_t n, size_t al) MI_FORWARD(mi_free_size_aligned);
+void  _ZdaPvmSt11align_val_t(void* p, size_t n, size_t al) MI_FORWARD(mi_free_size_aligned);
+
+// the std::nothrow_t forms take one more (ignored) argument: small functions
+#define MI_NOTHROW_TAG   const void* tag   // const std::nothrow_t&
+__attribute__((visibility("default"))) void* _ZnwmRKSt9nothrow_t(size_t n, MI_NOTHROW_TAG) { (void)tag; return mi_new_nothrow(n); }
+__attribute__((visibility("default"))) void* _ZnamRKSt9nothrow_t(size_t n, MI_NOTHROW_TAG) { (void)tag; return mi_new_nothrow(n); }
+__attribute__((visibility("default"))) void* _ZnwmSt11align_val_tRKSt9nothrow_t(size_t n, size_t al, MI_NOTHROW_TAG) { (void)tag; return mi_new_aligned_nothrow(n, al); }
+__attribute__((visibility("default"))) void* _ZnamSt11align_val_tRKSt9nothrow_t(size_t n, size_t al, MI_NOTHROW_TAG) { (void)tag; return mi_new_aligned_nothrow(n, al); }
+__attribute__((visibility("default"))) void  _ZdlPvRKSt9nothrow_t(void* p, MI_NOTHROW_TAG) { (void)tag; mi_free(p); }
+__attribute__((visibility("default"))) void  _ZdaPvRKSt9nothrow_t(void* p, MI_NOTHROW_TAG) { (void)tag; mi_free(p); }
+__attribute__((visibility("default"))) void  _ZdlPvSt11align_val_tRKSt9nothrow_t(void* p, size_t al, MI_NOTHROW_TAG) { (void)tag; mi_free_aligned(p, al); }
+__attribute__((visibility("default"))) void  _ZdaPvSt11align_val_tRKSt9nothrow_t(void* p, size_t al, MI_NOTHROW_TAG) { (void)tag; mi_free_aligned(p, al); }
