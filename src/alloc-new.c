@@ -31,7 +31,7 @@ static bool mi_try_new_handler(bool nothrow) {
   }
   if (nothrow) return false;
   if (_ZSt17__throw_bad_allocv != NULL) _ZSt17__throw_bad_allocv();
-  _mi_fputs("mimalloc: error: ", "out of memory in 'new' and no C++ runtime to throw std::bad_alloc\n");
+  _mi_fputs(NULL, NULL, "mimalloc: error: ", "out of memory in 'new' and no C++ runtime to throw std::bad_alloc\n");
   abort();
 }
 

@@ -33,36 +33,11 @@
 #define mi_decl_cold
 #endif
 
-// ------------------------------------------------------
-// Internal option table (options.c). The public `mi_option_*` functions
-// come with the options issue; the enum order is the 1.6 ABI order.
-// ------------------------------------------------------
-
-typedef enum mi_option_e {
-  mi_option_show_errors,
-  mi_option_show_stats,
-  mi_option_verbose,
-  mi_option_eager_commit,
-  mi_option_eager_region_commit,
-  mi_option_reset_decommits,
-  mi_option_large_os_pages,
-  mi_option_reserve_huge_os_pages,
-  mi_option_segment_cache,
-  mi_option_page_reset,
-  mi_option_abandoned_page_reset,
-  mi_option_segment_reset,
-  mi_option_eager_commit_delay,
-  mi_option_reset_delay,
-  mi_option_use_numa_nodes,
-  mi_option_os_tag,
-  mi_option_max_errors,
-  _mi_option_last
-} mi_option_t;
-
 // options.c
-long   _mi_option_get(mi_option_t option);
 void   _mi_options_init(void);
-void   _mi_fputs(const char* prefix, const char* message);
+void   _mi_out_init(void);
+void   _mi_fputs(mi_output_fun* out, void* arg, const char* prefix, const char* message);
+void   _mi_fprintf(mi_output_fun* out, void* arg, const char* fmt, ...);
 void   _mi_verbose_message(const char* fmt, ...);
 void   _mi_warning_message(const char* fmt, ...);
 void   _mi_error_message(int err, const char* fmt, ...);

@@ -31,6 +31,12 @@
   #endif
 #endif
 
+// MI_SECURE: 0 = off. Secure mode (guard pages, encoded free lists, ...)
+// arrives with its own issue; the level is defined here so code can test it.
+#if !defined(MI_SECURE)
+  #define MI_SECURE 0
+#endif
+
 // MI_INTPTR_SIZE: the word size; every block size is a multiple of it.
 #if INTPTR_MAX == INT64_MAX
   #define MI_INTPTR_SHIFT (3)

@@ -450,6 +450,13 @@ static mi_page_t* mi_find_page(mi_heap_t* heap, size_t size) mi_attr_noexcept {
 static mi_deferred_free_fun* volatile deferred_free = NULL;
 static void* volatile deferred_arg;
 
+// One process-wide hook, called on allocation slow paths and collections
+// (never recursively); NULL unregisters. See architecture.md §21.
+void mi_register_deferred_free(mi_deferred_free_fun* fn, void* arg) mi_attr_noexcept {
+  deferred_free = fn;
+  deferred_arg = arg;
+}
+
 void _mi_deferred_free(mi_heap_t* heap, bool force) {
   heap->tld->heartbeat++;
   if (deferred_free != NULL && !heap->tld->recurse) {

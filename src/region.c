@@ -97,7 +97,7 @@ static bool mi_bitmap_try_claim_mask(_Atomic(uintptr_t)* field, uintptr_t m) {
 }
 
 static inline int64_t mi_region_delay(void) {
-  long delay = _mi_option_get(mi_option_reset_delay);
+  long delay = mi_option_get(mi_option_reset_delay);
   return (delay < 0 ? 0 : delay);
 }
 
@@ -158,7 +158,7 @@ static size_t mi_region_create(bool commit, bool allow_large) {
     mi_atomic_store_release(&regions[idx].state, MI_REGION_SETUP);
   }
   mem_region_t* region = &regions[idx];
-  const bool eager = commit && (_mi_option_get(mi_option_eager_region_commit) != 0);
+  const bool eager = commit && (mi_option_get(mi_option_eager_region_commit) != 0);
   bool is_large = false, is_zero = false;
   void* start = _mi_os_alloc_aligned_at(MI_REGION_SIZE, MI_SEGMENT_SIZE, 0, eager, allow_large && eager, &is_large, &is_zero);
   if (start == NULL) {

@@ -196,7 +196,7 @@ static void mi_page_reset(mi_segment_t* segment, mi_page_t* page) {
   size_t psize;
   uint8_t* start = _mi_segment_page_start(segment, page, 0, &psize, NULL);
   page->is_reset = true;
-  if (_mi_option_get(mi_option_reset_decommits)) {
+  if (mi_option_get(mi_option_reset_decommits)) {
     if (_mi_os_decommit(start, psize)) page->is_committed = false;
   }
   else {
@@ -244,9 +244,9 @@ static bool mi_page_in_reset_queue(const mi_page_t* page, mi_segments_tld_t* tld
 
 static void mi_pages_reset_add(mi_segment_t* segment, mi_page_t* page, mi_segments_tld_t* tld) {
   mi_assert_internal(!page->segment_in_use);
-  if (!_mi_option_get(mi_option_page_reset)) return;
+  if (!mi_option_get(mi_option_page_reset)) return;
   if (segment->mem_is_fixed || page->is_reset || !page->is_committed) return;
-  const long delay = _mi_option_get(mi_option_reset_delay);
+  const long delay = mi_option_get(mi_option_reset_delay);
   if (delay <= 0) {
     mi_page_reset(segment, page);
     return;
@@ -337,10 +337,10 @@ static mi_segment_t* mi_segment_alloc(size_t required, mi_page_kind_t page_kind,
   }
 
   // commit policy: a thread's first small/medium segments may commit page by page
-  const bool eager_delayed = (page_kind <= MI_PAGE_MEDIUM && tld->count < (size_t)_mi_option_get(mi_option_eager_commit_delay));
-  const bool eager = !eager_delayed && (_mi_option_get(mi_option_eager_commit) != 0);
+  const bool eager_delayed = (page_kind <= MI_PAGE_MEDIUM && tld->count < (size_t)mi_option_get(mi_option_eager_commit_delay));
+  const bool eager = !eager_delayed && (mi_option_get(mi_option_eager_commit) != 0);
   const bool commit = eager || (page_kind >= MI_PAGE_LARGE);
-  const bool allow_large = !eager_delayed && (_mi_option_get(mi_option_large_os_pages) != 0);
+  const bool allow_large = !eager_delayed && (mi_option_get(mi_option_large_os_pages) != 0);
 
   mi_memid_t memid = { 0, 0 };
   bool is_committed = false, is_large = false, is_zero = false;
@@ -408,7 +408,7 @@ static void mi_segment_os_free(mi_segment_t* segment, bool purge_now) {
     }
   }
   mi_atomic_store_release(&segment->thread_id, 0);
-  _mi_region_free(segment, segment->mem_size, segment->memid, purge_now || _mi_option_get(mi_option_segment_reset) != 0);
+  _mi_region_free(segment, segment->mem_size, segment->memid, purge_now || mi_option_get(mi_option_segment_reset) != 0);
 }
 
 static void mi_segment_free(mi_segment_t* segment, bool force, mi_segments_tld_t* tld) {
@@ -495,7 +495,7 @@ static void mi_segment_abandon(mi_segment_t* segment, mi_segments_tld_t* tld) {
   mi_reset_delayed(tld, false);
   // free pages of an abandoned segment are purged now: nobody will use them soon
   mi_pages_reset_remove_all_in_segment(segment, true, tld);
-  if (_mi_option_get(mi_option_abandoned_page_reset)) {
+  if (mi_option_get(mi_option_abandoned_page_reset)) {
     for (size_t i = 0; i < segment->capacity; i++) {
       mi_page_t* page = &segment->pages[i];
       if (!page->segment_in_use) mi_page_reset(segment, page);
