@@ -32,6 +32,15 @@ void* _mi_page_malloc(mi_heap_t* heap, mi_page_t* page, size_t size) mi_attr_noe
   }
   page->free = mi_block_next(page, block);
   page->used++;
+  #if (MI_STAT > 1)
+  const size_t bsize = mi_page_block_size(page);
+  if (bsize <= MI_LARGE_OBJ_SIZE_MAX) {
+    mi_heap_stat_increase(heap, normal, bsize);
+    mi_heap_stat_increase(heap, normal_bins[_mi_bin(bsize)], 1);
+    mi_heap_stat_counter_increase(heap, normal_count, 1);
+  }
+  mi_heap_stat_increase(heap, malloc, bsize);
+  #endif
   mi_assert_internal(page->free == NULL || _mi_ptr_segment(page->free) == _mi_page_segment(page) ||
                      _mi_page_segment(page)->aligned_block != NULL);
   return block;
@@ -199,6 +208,22 @@ bool _mi_free_delayed_block(mi_block_t* block) {
   return true;
 }
 
+#if (MI_STAT > 1)
+// Debug statistics of a free, counted by the freeing thread.
+static void mi_stat_free(const mi_page_t* page) {
+  mi_heap_t* heap = mi_get_default_heap();
+  if (!mi_heap_is_initialized(heap)) return;
+  const size_t bsize = mi_page_block_size(page);
+  if (bsize <= MI_LARGE_OBJ_SIZE_MAX) {
+    mi_heap_stat_decrease(heap, normal, bsize);
+    mi_heap_stat_decrease(heap, normal_bins[_mi_bin(bsize)], 1);
+  }
+  mi_heap_stat_decrease(heap, malloc, bsize);
+}
+#else
+#define mi_stat_free(page)  ((void)0)
+#endif
+
 // Everything that is not a local free into a non-full page without aligned blocks.
 // A pointer whose segment unit holds no segment of ours: report, free nothing.
 static mi_decl_noinline mi_decl_cold void mi_free_invalid(const void* p) {
@@ -212,6 +237,7 @@ static mi_decl_noinline void mi_free_generic(mi_segment_t* segment, mi_page_t* p
     return;
   }
   mi_block_t* block = (mi_page_has_aligned(page) ? _mi_page_ptr_unalign(segment, page, p) : (mi_block_t*)p);
+  mi_stat_free(page);
   const uintptr_t owner = mi_atomic_load_relaxed(&segment->thread_id);
   if (mi_likely(owner == _mi_thread_id())) {
     mi_free_block_local(page, block);
@@ -259,6 +285,7 @@ void mi_free(void* p) mi_attr_noexcept {
   mi_page_t* const page = _mi_segment_page_of(segment, p);
   const uintptr_t tid = _mi_thread_id();
   if (mi_likely(tid == mi_atomic_load_relaxed(&segment->thread_id) && mi_page_flags(page) == 0)) {
+    mi_stat_free(page);
     mi_block_t* const block = (mi_block_t*)p;
     mi_block_set_next(page, block, page->local_free);
     page->local_free = block;

@@ -88,9 +88,8 @@ mi_heap_t _mi_heap_main = {
 };
 
 static mi_tld_t tld_main = {
-  0, false,
-  &_mi_heap_main, &_mi_heap_main,
-  { { NULL, NULL }, { NULL, NULL }, { NULL, NULL }, 0, 0, 0, 0, 0, 0 }
+  .heap_backing = &_mi_heap_main,
+  .heaps = &_mi_heap_main,
 };
 
 bool _mi_process_is_initialized = false;   // set once mi_process_init ran
@@ -222,6 +221,7 @@ static bool mi_heap_done(mi_heap_t* heap) {
   }
   else {
     _mi_heap_collect_abandon(heap);
+    _mi_stats_done(&heap->tld->stats);   // merge the per-allocation counters
     mi_thread_data_free((mi_thread_data_t*)heap);
   }
   return true;
@@ -230,13 +230,19 @@ static bool mi_heap_done(mi_heap_t* heap) {
 void mi_thread_init(void) mi_attr_noexcept {
   mi_process_init();
   if (mi_heap_init()) {
-    if (!_mi_is_main_thread()) mi_atomic_add_relaxed(&thread_count, 1);
+    if (!_mi_is_main_thread()) {
+      mi_atomic_add_relaxed(&thread_count, 1);
+      mi_stat_increase(&mi_get_default_heap()->tld->stats, threads, 1);
+    }
   }
 }
 
 static void mi_thread_done_heap(mi_heap_t* heap) {
   if (heap == NULL || heap->thread_id != _mi_thread_id()) return;   // not ours (or the empty heap)
   const bool main_thread = _mi_is_main_thread();
+  if (!main_thread && mi_heap_is_initialized(heap)) {
+    mi_stat_decrease(&heap->tld->stats, threads, 1);   // before the thread data is recycled
+  }
   if (mi_heap_done(heap) && !main_thread) mi_atomic_sub_relaxed(&thread_count, 1);
 }
 
@@ -272,6 +278,7 @@ static void mi_process_done(void) {
   mi_collect(true);
   #endif
   mi_thread_data_collect();
+  _mi_stats_print_at_exit();
   _mi_verbose_message("process done: 0x%zx\n", _mi_heap_main.thread_id);
 }
 
@@ -288,6 +295,7 @@ void mi_process_init(void) mi_attr_noexcept {
   _mi_os_init();
   _mi_prim_thread_init_auto_done(&mi_thread_done_auto);
   _mi_prim_fork_child_handler(&mi_fork_child);
+  _mi_clock_start();
   _mi_verbose_message("process init: 0x%zx\n", _mi_heap_main.thread_id);
   #if (MI_DEBUG > 0)
   _mi_verbose_message("debug level : %d\n", MI_DEBUG);

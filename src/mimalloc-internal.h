@@ -55,6 +55,32 @@ void       _mi_heap_set_default_direct(mi_heap_t* heap);
 bool       _mi_thread_is_done(void);
 size_t     _mi_current_thread_count(void);
 
+// stats.c
+extern mi_stats_t _mi_stats_main;
+void       _mi_stat_update(mi_stats_t* local, mi_stat_count_t* stat, int64_t amount);
+void       _mi_stat_counter_add(mi_stats_t* local, mi_stat_counter_t* stat, int64_t amount);
+void       _mi_stat_local_update(mi_stat_count_t* stat, int64_t amount);
+void       _mi_stat_counter_local_add(mi_stat_counter_t* stat, int64_t amount);
+void       _mi_stats_done(mi_stats_t* stats);
+void       _mi_stats_print_at_exit(void);
+int64_t    _mi_clock_start(void);
+
+// Update a counter in the thread's block `stats` (may be NULL) and the process block.
+#define mi_stat_increase(stats, stat, amount)  _mi_stat_update((stats), &_mi_stats_main.stat, (int64_t)(amount))
+#define mi_stat_decrease(stats, stat, amount)  _mi_stat_update((stats), &_mi_stats_main.stat, -(int64_t)(amount))
+#define mi_stat_counter_increase(stats, stat, amount)  _mi_stat_counter_add((stats), &_mi_stats_main.stat, (int64_t)(amount))
+
+// Per-allocation counters (MI_STAT > 1): the thread's block only.
+#if (MI_STAT > 1)
+#define mi_heap_stat_increase(heap, stat, amount)  _mi_stat_local_update(&(heap)->tld->stats.stat, (int64_t)(amount))
+#define mi_heap_stat_decrease(heap, stat, amount)  _mi_stat_local_update(&(heap)->tld->stats.stat, -(int64_t)(amount))
+#define mi_heap_stat_counter_increase(heap, stat, amount)  _mi_stat_counter_local_add(&(heap)->tld->stats.stat, (int64_t)(amount))
+#else
+#define mi_heap_stat_increase(heap, stat, amount)  ((void)0)
+#define mi_heap_stat_decrease(heap, stat, amount)  ((void)0)
+#define mi_heap_stat_counter_increase(heap, stat, amount)  ((void)0)
+#endif
+
 // random.c
 void       _mi_random_init(mi_random_ctx_t* ctx);
 void       _mi_random_split(mi_random_ctx_t* ctx, mi_random_ctx_t* new_ctx);
@@ -68,18 +94,20 @@ size_t     _mi_os_page_size(void);
 size_t     _mi_os_good_alloc_size(size_t size);
 void*      _mi_os_alloc(size_t size);                       // committed, for metadata
 void       _mi_os_free(void* p, size_t size);
+void       _mi_os_free_ex(void* p, size_t size, size_t committed);
 void*      _mi_os_alloc_aligned_at(size_t size, size_t alignment, size_t align_offset,
                                    bool commit, bool allow_large, bool* is_large, bool* is_zero);
 bool       _mi_os_commit(void* p, size_t size, bool* is_zero);
 bool       _mi_os_decommit(void* p, size_t size);
 bool       _mi_os_reset(void* p, size_t size);             // drop pages, keep access, reads zeros
+size_t     _mi_os_inward_size(void* p, size_t size);       // what a reset of the range covers
 bool       _mi_os_protect(void* p, size_t size);
 bool       _mi_os_unprotect(void* p, size_t size);
 
 // region.c
 void*      _mi_region_alloc(size_t size, bool commit, bool allow_large, bool* is_committed,
                             bool* is_large, bool* is_zero, mi_memid_t* memid, mi_segments_tld_t* tld);
-void       _mi_region_free(void* p, size_t size, mi_memid_t memid, bool purge_now);
+void       _mi_region_free(void* p, size_t size, mi_memid_t memid, bool fully_committed, bool purge_now);
 void       _mi_region_collect(bool force, bool free_unused);
 void       _mi_region_abandon(mi_segment_t* segment);
 bool       _mi_region_claim_abandoned(mi_segment_t* segment);
@@ -91,6 +119,7 @@ void       _mi_segment_map_freed_at(const mi_segment_t* segment);
 bool       _mi_segment_map_contains(const void* segment);
 
 // segment.c
+#define _mi_segments_tld_stats(tld)  (((mi_tld_t*)((uint8_t*)(tld) - offsetof(mi_tld_t, segments)))->stats)
 mi_page_t* _mi_segment_page_alloc(mi_heap_t* heap, size_t block_size, size_t page_alignment, size_t align_offset, mi_segments_tld_t* tld);
 void       _mi_segment_page_free(mi_page_t* page, bool force, mi_segments_tld_t* tld);
 void       _mi_segment_page_abandon(mi_page_t* page, mi_segments_tld_t* tld);
@@ -228,6 +257,9 @@ static inline size_t mi_clz(uintptr_t x) {
 }
 static inline size_t mi_ctz(uintptr_t x) {
   return (x == 0 ? MI_INTPTR_BITS : (size_t)__builtin_ctzl(x));
+}
+static inline size_t mi_popcount(uintptr_t x) {
+  return (size_t)__builtin_popcountl(x);
 }
 // index of the highest set bit (x != 0)
 static inline size_t mi_bsr(uintptr_t x) {

@@ -31,6 +31,16 @@
   #endif
 #endif
 
+// MI_STAT: 1 = the slow-path counters (always on); 2 = also per size class and
+// per allocation (debug builds; every malloc/free updates thread-local counters).
+#if !defined(MI_STAT)
+  #if (MI_DEBUG > 0)
+    #define MI_STAT 2
+  #else
+    #define MI_STAT 1
+  #endif
+#endif
+
 // MI_SECURE: 0 = off. Secure mode (guard pages, encoded free lists, ...)
 // arrives with its own issue; the level is defined here so code can test it.
 #if !defined(MI_SECURE)
@@ -261,6 +271,51 @@ struct mi_heap_s {
 typedef struct mi_heap_s mi_heap_t;
 
 // ------------------------------------------------------
+// Statistics (stats.c). A thread's block is updated with plain arithmetic by
+// its thread; the process block (_mi_stats_main) with relaxed atomics.
+// Invariants of a count in the process block: current == allocated - freed,
+// 0 <= current <= peak.
+// ------------------------------------------------------
+
+typedef struct mi_stat_count_s {
+  _Atomic(int64_t) allocated;
+  _Atomic(int64_t) freed;
+  _Atomic(int64_t) peak;
+  _Atomic(int64_t) current;
+} mi_stat_count_t;
+
+typedef struct mi_stat_counter_s {
+  _Atomic(int64_t) total;
+  _Atomic(int64_t) count;
+} mi_stat_counter_t;
+
+typedef struct mi_stats_s {
+  mi_stat_count_t segments;
+  mi_stat_count_t pages;
+  mi_stat_count_t reserved;
+  mi_stat_count_t committed;
+  mi_stat_count_t reset;
+  mi_stat_count_t touched;           // bytes of page area threaded into free lists
+  mi_stat_count_t segments_abandoned;
+  mi_stat_count_t pages_abandoned;
+  mi_stat_count_t segments_cached;   // freed segments whose purge is pending
+  mi_stat_count_t threads;
+  mi_stat_count_t huge;              // huge blocks up to 64 MiB (bytes)
+  mi_stat_count_t giant;             // larger blocks (bytes)
+  mi_stat_count_t normal;            // MI_STAT > 1: blocks up to 2 MiB (bytes)
+  mi_stat_count_t malloc;            // MI_STAT > 1: bytes requested
+  mi_stat_counter_t pages_extended;  // MI_STAT > 1
+  mi_stat_counter_t mmap_calls;
+  mi_stat_counter_t commit_calls;
+  mi_stat_counter_t page_no_retire;
+  mi_stat_counter_t searches;        // MI_STAT > 1
+  mi_stat_counter_t normal_count;    // MI_STAT > 1
+  mi_stat_counter_t huge_count;
+  mi_stat_counter_t giant_count;
+  mi_stat_count_t normal_bins[MI_BIN_HUGE + 1];   // MI_STAT > 1: blocks per size class
+} mi_stats_t;
+
+// ------------------------------------------------------
 // Thread-local data
 // ------------------------------------------------------
 
@@ -294,6 +349,7 @@ struct mi_tld_s {
   mi_heap_t*         heap_backing;     // the thread's first heap; lives until thread exit
   mi_heap_t*         heaps;            // all heaps of this thread
   mi_segments_tld_t  segments;
+  mi_stats_t         stats;            // this thread's statistics
 };
 
 #endif

@@ -45,6 +45,11 @@ static void* mi_os_mem_alloc(void* hint, size_t size, bool commit, bool allow_la
   void* p = NULL;
   bool large = false, zero = false;
   int err = _mi_prim_alloc(hint, size, commit, allow_large, &p, &large, &zero);
+  mi_stat_counter_increase(NULL, mmap_calls, 1);
+  if (err == 0) {
+    mi_stat_increase(NULL, reserved, size);
+    if (commit) mi_stat_increase(NULL, committed, size);
+  }
   if (err != 0) {
     _mi_warning_message("unable to allocate OS memory (error: %d (0x%x), size: 0x%zx bytes, address: %p, allow large: %d)\n",
                         err, err, size, hint, allow_large);
@@ -55,8 +60,11 @@ static void* mi_os_mem_alloc(void* hint, size_t size, bool commit, bool allow_la
   return p;
 }
 
-static void mi_os_mem_free(void* p, size_t size) {
+// `committed` bytes of the range were committed (for the statistics)
+static void mi_os_mem_free(void* p, size_t size, size_t committed) {
   if (p == NULL || size == 0) return;
+  mi_stat_decrease(NULL, reserved, size);
+  if (committed > 0) mi_stat_decrease(NULL, committed, committed);
   int err = _mi_prim_free(p, size);
   if (err != 0) {
     _mi_warning_message("unable to free OS memory (error: %d (0x%x), size: 0x%zx bytes, address: %p)\n", err, err, size, p);
@@ -72,7 +80,13 @@ void* _mi_os_alloc(size_t size) {
 void _mi_os_free(void* p, size_t size) {
   if (p == NULL) return;
   size = _mi_align_up(size, _mi_os_page_size());
-  mi_os_mem_free(p, size);
+  mi_os_mem_free(p, size, size);
+}
+
+void _mi_os_free_ex(void* p, size_t size, size_t committed) {
+  if (p == NULL) return;
+  size = _mi_align_up(size, _mi_os_page_size());
+  mi_os_mem_free(p, size, committed);
 }
 
 // ---------------------------------------------------------------------------
@@ -131,7 +145,7 @@ void* _mi_os_alloc_aligned_at(size_t size, size_t alignment, size_t align_offset
   if (((uintptr_t)p + align_offset) % alignment == 0) return p;
 
   // 2. over-allocate and trim the unaligned head and tail
-  mi_os_mem_free(p, size);
+  mi_os_mem_free(p, size, (commit ? size : 0));
   if (size >= SIZE_MAX - alignment) return NULL;
   const size_t over_size = size + alignment;
   void* base = mi_os_mem_alloc(NULL, over_size, commit, false, is_large, is_zero);
@@ -140,8 +154,8 @@ void* _mi_os_alloc_aligned_at(size_t size, size_t alignment, size_t align_offset
   if (aligned < (uintptr_t)base) aligned += alignment;
   const size_t pre_size = aligned - (uintptr_t)base;
   const size_t post_size = over_size - pre_size - size;
-  if (pre_size > 0) mi_os_mem_free(base, pre_size);
-  if (post_size > 0) mi_os_mem_free((uint8_t*)aligned + size, post_size);
+  if (pre_size > 0) mi_os_mem_free(base, pre_size, (commit ? pre_size : 0));
+  if (post_size > 0) mi_os_mem_free((uint8_t*)aligned + size, post_size, (commit ? post_size : 0));
   return (void*)aligned;
 }
 
@@ -168,7 +182,9 @@ bool _mi_os_commit(void* addr, size_t size, bool* is_zero) {
   void* start = mi_os_page_align_area(addr, size, false, &csize);
   if (csize == 0) return true;
   bool zero = false;
+  mi_stat_counter_increase(NULL, commit_calls, 1);
   int err = _mi_prim_commit(start, csize, &zero);
+  if (err == 0) mi_stat_increase(NULL, committed, csize);
   if (err != 0) {
     _mi_warning_message("cannot commit OS memory (error: %d (0x%x), address: %p, size: 0x%zx bytes)\n", err, err, start, csize);
     return false;
@@ -182,6 +198,10 @@ bool _mi_os_decommit(void* addr, size_t size) {
   void* start = mi_os_page_align_area(addr, size, true, &csize);
   if (csize == 0) return true;
   int err = _mi_prim_decommit(start, csize);
+  if (err == 0) {
+    mi_stat_decrease(NULL, committed, csize);
+    mi_stat_counter_increase(NULL, commit_calls, 1);
+  }
   if (err != 0) {
     _mi_warning_message("cannot decommit OS memory (error: %d (0x%x), address: %p, size: 0x%zx bytes)\n", err, err, start, csize);
     return false;
@@ -196,6 +216,7 @@ bool _mi_os_reset(void* addr, size_t size) {
   void* start = mi_os_page_align_area(addr, size, true, &csize);
   if (csize == 0) return false;
   int err = _mi_prim_purge(start, csize);
+  if (err == 0) mi_stat_increase(NULL, reset, csize);
   if (err != 0) {
     _mi_warning_message("madvise reset error: start: %p, csize: 0x%zx, errno: %d\n", start, csize, err);
     return false;
@@ -218,3 +239,11 @@ static bool mi_os_protectx(void* addr, size_t size, bool protect) {
 
 bool _mi_os_protect(void* addr, size_t size)   { return mi_os_protectx(addr, size, true); }
 bool _mi_os_unprotect(void* addr, size_t size) { return mi_os_protectx(addr, size, false); }
+
+// Bytes of [addr, addr+size) that a reset or decommit really covers (whole
+// OS pages inside the range): what the statistics count for it.
+size_t _mi_os_inward_size(void* addr, size_t size) {
+  size_t csize;
+  mi_os_page_align_area(addr, size, true, &csize);
+  return csize;
+}

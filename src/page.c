@@ -220,6 +220,7 @@ void _mi_page_retire(mi_page_t* page) mi_attr_noexcept {
       if (index < heap->page_retired_min) heap->page_retired_min = index;
       if (index > heap->page_retired_max) heap->page_retired_max = index;
       mi_assert_internal(mi_page_all_free(page));
+      mi_stat_counter_increase(&heap->tld->stats, page_no_retire, 1);
       return;   // don't free yet
     }
   }
@@ -334,6 +335,8 @@ static void mi_page_extend_free(mi_page_t* page) {
   mi_assert_internal(extend > 0 && extend + page->capacity <= page->reserved);
   mi_page_free_list_extend(page, bsize, extend);
   page->capacity += (uint16_t)extend;
+  mi_stat_increase(&mi_page_heap(page)->tld->stats, touched, extend * bsize);
+  mi_heap_stat_counter_increase(mi_page_heap(page), pages_extended, 1);
   if (!page->is_zero_init) page->is_zero = false;
   mi_assert_expensive(mi_page_is_valid_init(page));
 }
@@ -383,9 +386,15 @@ static mi_page_t* mi_page_fresh(mi_heap_t* heap, mi_page_queue_t* pq) {
 
 // Next fit: walk the queue, collecting pages; full ones go to the full queue.
 static mi_page_t* mi_page_queue_find_free_ex(mi_heap_t* heap, mi_page_queue_t* pq, bool first_try) {
+  #if (MI_STAT > 1)
+  size_t count = 0;
+  #endif
   mi_page_t* page = pq->first;
   while (page != NULL) {
     mi_page_t* next = page->next;
+    #if (MI_STAT > 1)
+    count++;
+    #endif
     _mi_page_free_collect(page, false);
     if (mi_page_immediate_available(page)) break;
     if (page->capacity < page->reserved) {
@@ -396,6 +405,7 @@ static mi_page_t* mi_page_queue_find_free_ex(mi_heap_t* heap, mi_page_queue_t* p
     mi_page_to_full(page, pq);
     page = next;
   }
+  mi_heap_stat_counter_increase(heap, searches, count);
   if (page == NULL) {
     _mi_heap_collect_retired(heap, false);
     page = mi_page_fresh(heap, pq);
@@ -429,7 +439,21 @@ static mi_page_t* mi_find_free_page(mi_heap_t* heap, size_t size) {
 mi_page_t* _mi_huge_page_alloc(mi_heap_t* heap, size_t size, size_t page_alignment, size_t align_offset) {
   const size_t block_size = (page_alignment > MI_ALIGNMENT_MAX_IN_SEGMENT ? size : _mi_os_good_alloc_size(size));
   mi_page_queue_t* pq = &heap->pages[MI_BIN_HUGE];
-  return mi_page_fresh_alloc(heap, pq, (block_size == 0 ? 1 : block_size), page_alignment, align_offset);
+  mi_page_t* page = mi_page_fresh_alloc(heap, pq, (block_size == 0 ? 1 : block_size), page_alignment, align_offset);
+  if (page != NULL) {
+    // counted by the whole page area, which is what its segment frees
+    const mi_segment_t* segment = _mi_page_segment(page);
+    const size_t bsize = segment->segment_size - segment->segment_info_size;
+    if (bsize <= MI_HUGE_OBJ_SIZE_MAX) {
+      mi_stat_increase(&heap->tld->stats, huge, bsize);
+      mi_stat_counter_increase(&heap->tld->stats, huge_count, 1);
+    }
+    else {
+      mi_stat_increase(&heap->tld->stats, giant, bsize);
+      mi_stat_counter_increase(&heap->tld->stats, giant_count, 1);
+    }
+  }
+  return page;
 }
 
 static mi_page_t* mi_find_page(mi_heap_t* heap, size_t size) mi_attr_noexcept {

@@ -13,7 +13,9 @@
     start      : base address (read only after claiming bits, see below)
     in_use     : block belongs to a segment, or is being purged right now
     dirty      : block may hold non-zero data (else it reads as zeros)
+    commit     : block is committed (made accessible once, never decommitted)
     purge      : block is free and waits for its delayed purge
+    purged     : block was purged since its last use (for the statistics)
     abandoned  : block starts an abandoned segment; clearing the bit with an
                  atomic AND is what gives a thread the right to reclaim it
     purge_expire: when the pending purges are due (ms; 0 = nothing pending)
@@ -47,13 +49,14 @@ typedef struct mem_region_s {
   _Atomic(uintptr_t) state;
   _Atomic(uintptr_t) start;
   _Atomic(uintptr_t) is_large;
-  _Atomic(uintptr_t) committed;     // whole region committed
   _Atomic(uintptr_t) in_use;
+  _Atomic(uintptr_t) commit;        // block is committed (accessible)
   _Atomic(uintptr_t) dirty;
   _Atomic(uintptr_t) purge;
+  _Atomic(uintptr_t) purged;        // block was purged and not used since (statistics)
   _Atomic(uintptr_t) abandoned;
   _Atomic(int64_t)   purge_expire;
-  uint8_t padding[64 - 9*sizeof(uintptr_t) % 64];   // keep regions on separate cache lines
+  uint8_t padding[128 - 10*sizeof(uintptr_t)];   // keep regions on separate cache lines
 } mem_region_t;
 
 static mem_region_t regions[MI_REGION_MAX];
@@ -168,9 +171,10 @@ static size_t mi_region_create(bool commit, bool allow_large) {
   }
   mi_atomic_store_relaxed(&region->start, (uintptr_t)start);
   mi_atomic_store_relaxed(&region->is_large, is_large ? 1 : 0);
-  mi_atomic_store_relaxed(&region->committed, eager ? 1 : 0);
+  mi_atomic_store_relaxed(&region->commit, eager ? MI_BITMAP_FULL : 0);
   mi_atomic_store_relaxed(&region->dirty, is_zero ? 0 : MI_BITMAP_FULL);
   mi_atomic_store_relaxed(&region->purge, 0);
+  mi_atomic_store_relaxed(&region->purged, 0);
   mi_atomic_store_relaxed(&region->abandoned, 0);
   mi_atomic_store_relaxed(&region->purge_expire, 0);
   mi_atomic_store_release(&region->in_use, 0);
@@ -189,9 +193,13 @@ static void mi_regions_free_unused(void) {
     // nobody can claim blocks now: retire the slot and unmap
     void* start = (void*)mi_atomic_load_acquire(&region->start);
     mi_atomic_store_release(&region->state, MI_REGION_DEAD);
-    mi_atomic_store_relaxed(&region->purge, 0);
+    const uintptr_t pending = mi_atomic_exchange_acq_rel(&region->purge, 0);
+    const uintptr_t purged = mi_atomic_exchange_acq_rel(&region->purged, 0);
     mi_atomic_store_relaxed(&region->purge_expire, 0);
-    _mi_os_free(start, MI_REGION_SIZE);
+    if (pending != 0) mi_stat_decrease(NULL, segments_cached, mi_popcount(pending));
+    if (purged != 0) mi_stat_decrease(NULL, reset, mi_popcount(purged) * MI_SEGMENT_SIZE);
+    const size_t committed = mi_popcount(mi_atomic_load_relaxed(&region->commit)) * MI_SEGMENT_SIZE;
+    _mi_os_free_ex(start, MI_REGION_SIZE, committed);
   }
 }
 
@@ -206,17 +214,25 @@ static void* mi_region_claimed(size_t idx, size_t bitidx, size_t blocks, bool co
   uint8_t* start = (uint8_t*)mi_atomic_load_acquire(&region->start);
   void* p = start + (bitidx * MI_SEGMENT_SIZE);
   // re-use before expiry cancels a pending purge: no system call
-  mi_atomic_and_acq_rel(&region->purge, ~m);
+  const uintptr_t pending = mi_atomic_and_acq_rel(&region->purge, ~m) & m;
+  if (pending != 0) mi_stat_decrease(NULL, segments_cached, mi_popcount(pending));
+  const uintptr_t purged = mi_atomic_and_acq_rel(&region->purged, ~m) & m;
+  if (purged != 0) mi_stat_decrease(NULL, reset, mi_popcount(purged) * MI_SEGMENT_SIZE);
   const uintptr_t was_dirty = mi_atomic_or_acq_rel(&region->dirty, m) & m;
   *is_zero = (was_dirty == 0);
   *is_large = (mi_atomic_load_relaxed(&region->is_large) != 0);
-  *is_committed = (mi_atomic_load_relaxed(&region->committed) != 0);
+  const uintptr_t committed = mi_atomic_load_relaxed(&region->commit) & m;
+  *is_committed = (committed == m);
   if (commit && !*is_committed) {
+    // commit the whole range once (some blocks may be committed already; the
+    // statistics count only the new ones)
     bool commit_zero = false;
     if (!_mi_os_commit(p, blocks * MI_SEGMENT_SIZE, &commit_zero)) {
       mi_atomic_and_acq_rel(&region->in_use, ~m);
       return NULL;
     }
+    if (committed != 0) mi_stat_decrease(NULL, committed, mi_popcount(committed) * MI_SEGMENT_SIZE);
+    mi_atomic_or_acq_rel(&region->commit, m);
     *is_committed = true;
   }
   memid->region_idx = (uint32_t)(idx + 1);
@@ -264,24 +280,29 @@ void* _mi_region_alloc(size_t size, bool commit, bool allow_large, bool* is_comm
   return p;
 }
 
-void _mi_region_free(void* p, size_t size, mi_memid_t memid, bool purge_now) {
+void _mi_region_free(void* p, size_t size, mi_memid_t memid, bool fully_committed, bool purge_now) {
   if (p == NULL) return;
   if (memid.region_idx == 0) {
-    _mi_os_free(p, size);
+    _mi_os_free_ex(p, size, (fully_committed ? size : 0));
     return;
   }
   mem_region_t* region = &regions[memid.region_idx - 1];
   const size_t blocks = _mi_divide_up(size, MI_SEGMENT_SIZE);
   const uintptr_t m = mi_bitmap_mask(blocks, memid.block_idx);
   mi_assert_internal((mi_atomic_load_relaxed(&region->in_use) & m) == m);
+  if (fully_committed) mi_atomic_or_acq_rel(&region->commit, m);
   const bool fixed = (mi_atomic_load_relaxed(&region->is_large) != 0);
   if (!fixed) {
     if (purge_now || mi_region_delay() == 0) {
-      if (_mi_os_reset(p, blocks * MI_SEGMENT_SIZE)) mi_atomic_and_acq_rel(&region->dirty, ~m);
+      if (_mi_os_reset(p, blocks * MI_SEGMENT_SIZE)) {
+        mi_atomic_and_acq_rel(&region->dirty, ~m);
+        mi_atomic_or_acq_rel(&region->purged, m);
+      }
     }
     else {
       // mark pending before releasing, so a claimer always sees (and cancels) it
       mi_atomic_or_acq_rel(&region->purge, m);
+      mi_stat_increase(NULL, segments_cached, blocks);
       int64_t expected = 0;
       mi_atomic_cas_strong_acq_rel(&region->purge_expire, &expected, _mi_prim_clock_now() + mi_region_delay());
     }
@@ -307,6 +328,7 @@ static void mi_region_purge(mem_region_t* region, int64_t now, bool force) {
     }
     // we own the blocks: purge only those still pending (a claimer may have raced us)
     const uintptr_t still = mi_atomic_and_acq_rel(&region->purge, ~m) & m;
+    if (still != 0) mi_stat_decrease(NULL, segments_cached, mi_popcount(still));
     uint8_t* start = (uint8_t*)mi_atomic_load_acquire(&region->start);
     for (uintptr_t s = still; s != 0; ) {
       const size_t i = mi_ctz(s);
@@ -315,6 +337,7 @@ static void mi_region_purge(mem_region_t* region, int64_t now, bool force) {
       const uintptr_t sm = mi_bitmap_mask(n, i);
       if (_mi_os_reset(start + i * MI_SEGMENT_SIZE, n * MI_SEGMENT_SIZE)) {
         mi_atomic_and_acq_rel(&region->dirty, ~sm);
+        mi_atomic_or_acq_rel(&region->purged, sm);
       }
       s &= ~sm;
     }

@@ -195,13 +195,22 @@ static void mi_page_reset(mi_segment_t* segment, mi_page_t* page) {
   if (segment->mem_is_fixed || page->is_reset || !page->is_committed) return;
   size_t psize;
   uint8_t* start = _mi_segment_page_start(segment, page, 0, &psize, NULL);
-  page->is_reset = true;
   if (mi_option_get(mi_option_reset_decommits)) {
-    if (_mi_os_decommit(start, psize)) page->is_committed = false;
+    if (!_mi_os_decommit(start, psize)) return;
+    page->is_committed = false;
+    mi_stat_increase(NULL, reset, _mi_os_inward_size(start, psize));
   }
   else {
-    _mi_os_reset(start, psize);
+    if (!_mi_os_reset(start, psize)) return;   // counts itself
   }
+  page->is_reset = true;
+}
+
+// The statistics of a reset page that is used again (or goes back with its segment).
+static void mi_page_unreset_stat(mi_segment_t* segment, mi_page_t* page) {
+  size_t psize;
+  uint8_t* start = _mi_segment_page_start(segment, page, 0, &psize, NULL);
+  mi_stat_decrease(NULL, reset, _mi_os_inward_size(start, psize));
 }
 
 // Make a claimed page usable again after a reset; false if commit failed.
@@ -214,6 +223,7 @@ static bool mi_page_unreset(mi_segment_t* segment, mi_page_t* page) {
     page->is_committed = true;
   }
   if (page->is_reset) {
+    mi_page_unreset_stat(segment, page);
     page->is_reset = false;
     // a reset page reads as zeros if its whole area was purged (not page 0,
     // whose area shares an OS page with the header)
@@ -362,7 +372,7 @@ static mi_segment_t* mi_segment_alloc(size_t required, mi_page_kind_t page_kind,
     // commit the header at least; pages are committed when claimed
     bool commit_zero = false;
     if (!_mi_os_commit(segment, info_size, &commit_zero)) {
-      _mi_region_free(segment, mem_size, memid, false);
+      _mi_region_free(segment, mem_size, memid, is_committed, false);
       return NULL;
     }
   }
@@ -390,25 +400,46 @@ static mi_segment_t* mi_segment_alloc(size_t required, mi_page_kind_t page_kind,
   mi_atomic_store_release(&segment->thread_id, _mi_thread_id());
   _mi_segment_map_allocated_at(segment);
   mi_segments_track_size((long)segment_size, tld);
+  mi_stat_increase(&_mi_segments_tld_stats(tld), segments, 1);
   if (page_kind <= MI_PAGE_MEDIUM) mi_segment_insert_in_free_queue(segment, tld);
   return segment;
 }
 
 // Give a segment's memory back. The segment is no longer counted by any thread.
-static void mi_segment_os_free(mi_segment_t* segment, bool purge_now) {
+static void mi_segment_os_free(mi_segment_t* segment, bool purge_now, mi_stats_t* stats) {
   _mi_segment_map_freed_at(segment);
-  // pages decommitted by a reset must be accessible again before the memory is reused
-  if (segment->mem_is_committed) {
+  mi_stat_decrease(stats, segments, 1);
+  if (segment->page_kind == MI_PAGE_HUGE) {
+    const size_t bsize = segment->segment_size - segment->segment_info_size;
+    if (bsize <= MI_HUGE_OBJ_SIZE_MAX) mi_stat_decrease(stats, huge, bsize);
+    else mi_stat_decrease(stats, giant, bsize);
+  }
+  // reset pages go back as plain region memory (the region purges it later);
+  // a segment that committed page by page is made whole, so its memory goes
+  // back fully committed and the next user commits nothing
+  bool whole = segment->mem_is_committed;
+  for (size_t i = 0; i < segment->capacity; i++) {
+    mi_page_t* page = &segment->pages[i];
+    if (page->is_reset) { mi_page_unreset_stat(segment, page); page->is_reset = false; }
+    if (!page->is_committed) whole = false;
+  }
+  if (!whole) {
+    size_t committed = segment->segment_info_size;
     for (size_t i = 0; i < segment->capacity; i++) {
-      if (!segment->pages[i].is_committed) {
-        bool is_zero;
-        _mi_os_commit(segment, segment->segment_size, &is_zero);
-        break;
-      }
+      mi_page_t* page = &segment->pages[i];
+      size_t psize;
+      uint8_t* start = _mi_segment_page_start(segment, page, 0, &psize, NULL);
+      if (page->is_committed) committed += _mi_os_inward_size(start, psize);
+    }
+    bool is_zero;
+    if (_mi_os_commit(segment, segment->segment_size, &is_zero)) {
+      mi_stat_decrease(NULL, committed, committed);   // those bytes were counted already
+      whole = true;
     }
   }
   mi_atomic_store_release(&segment->thread_id, 0);
-  _mi_region_free(segment, segment->mem_size, segment->memid, purge_now || mi_option_get(mi_option_segment_reset) != 0);
+  _mi_region_free(segment, segment->mem_size, segment->memid, whole,
+                  purge_now || mi_option_get(mi_option_segment_reset) != 0);
 }
 
 static void mi_segment_free(mi_segment_t* segment, bool force, mi_segments_tld_t* tld) {
@@ -418,7 +449,7 @@ static void mi_segment_free(mi_segment_t* segment, bool force, mi_segments_tld_t
   mi_pages_reset_remove_all_in_segment(segment, false, tld);
   mi_segment_remove_from_free_queue(segment, tld);
   mi_segments_track_size(-((long)segment->segment_size), tld);
-  mi_segment_os_free(segment, force);
+  mi_segment_os_free(segment, force, &_mi_segments_tld_stats(tld));
 }
 
 // ---------------------------------------------------------------------------
@@ -437,6 +468,7 @@ static bool mi_segment_page_claim(mi_segment_t* segment, mi_page_t* page, mi_seg
   page->used = 0;
   page->segment_in_use = true;
   segment->used++;
+  mi_stat_increase(&_mi_segments_tld_stats(tld), pages, 1);
   mi_assert_internal(segment->used <= segment->capacity);
   if (segment->used == segment->capacity && segment->page_kind <= MI_PAGE_MEDIUM) {
     mi_segment_remove_from_free_queue(segment, tld);
@@ -460,6 +492,14 @@ static mi_page_t* mi_segment_find_free(mi_segment_t* segment, mi_segments_tld_t*
 static void mi_segment_page_clear(mi_segment_t* segment, mi_page_t* page, mi_segments_tld_t* tld) {
   mi_assert_internal(page->segment_in_use);
   mi_assert_internal(mi_page_all_free(page));
+  mi_stats_t* stats = &_mi_segments_tld_stats(tld);
+  mi_stat_decrease(stats, pages, 1);
+  if (page->capacity > 0) {
+    size_t psize;
+    _mi_page_start(segment, page, &psize);
+    const size_t bsize = (page->xblock_size < MI_HUGE_BLOCK_SIZE ? page->xblock_size : psize);
+    mi_stat_decrease(stats, touched, (size_t)page->capacity * bsize);
+  }
   page->is_zero_init = false;
   page->segment_in_use = false;
   // zero the descriptor except the segment-level fields before `capacity`
@@ -503,6 +543,7 @@ static void mi_segment_abandon(mi_segment_t* segment, mi_segments_tld_t* tld) {
   }
   mi_segment_remove_from_free_queue(segment, tld);
   mi_segments_track_size(-((long)segment->segment_size), tld);
+  mi_stat_increase(&_mi_segments_tld_stats(tld), segments_abandoned, 1);
   segment->abandoned_visits = 0;
   mi_atomic_store_release(&segment->thread_id, 0);
   if (segment->memid.region_idx > 0 && segment->page_kind != MI_PAGE_HUGE) {
@@ -514,6 +555,7 @@ static void mi_segment_abandon(mi_segment_t* segment, mi_segments_tld_t* tld) {
 void _mi_segment_page_abandon(mi_page_t* page, mi_segments_tld_t* tld) {
   mi_assert_internal(mi_page_heap(page) == NULL);
   mi_segment_t* segment = _mi_page_segment(page);
+  mi_stat_increase(&_mi_segments_tld_stats(tld), pages_abandoned, 1);
   segment->abandoned++;
   mi_assert_internal(segment->abandoned <= segment->used);
   if (segment->used == segment->abandoned) {
@@ -572,11 +614,13 @@ static mi_segment_t* mi_segment_reclaim(mi_segment_t* segment, mi_heap_t* heap, 
   if (right_page_reclaimed != NULL) *right_page_reclaimed = false;
   segment->abandoned_visits = 0;
   mi_segments_track_size((long)segment->segment_size, tld);
+  mi_stat_decrease(&_mi_segments_tld_stats(tld), segments_abandoned, 1);
   for (size_t i = 0; i < segment->capacity; i++) {
     mi_page_t* page = &segment->pages[i];
     if (!page->segment_in_use) continue;
     mi_assert_internal(mi_page_heap(page) == NULL);
     segment->abandoned--;
+    mi_stat_decrease(&_mi_segments_tld_stats(tld), pages_abandoned, 1);
     mi_page_set_heap(page, heap);
     _mi_page_use_delayed_free(page, MI_USE_DELAYED_FREE, true);
     _mi_page_free_collect(page, false);
@@ -621,11 +665,14 @@ void _mi_segment_huge_page_free(mi_segment_t* segment, mi_page_t* page, mi_block
     return;
   }
   mi_assert_internal(page->used == 1);
+  mi_stat_decrease(NULL, segments_abandoned, 1);
+  mi_stat_decrease(NULL, pages_abandoned, 1);
+  mi_stat_decrease(NULL, pages, 1);
   page->used = 0;
   page->segment_in_use = false;
   segment->used = 0;
   segment->abandoned = 0;
-  mi_segment_os_free(segment, false);
+  mi_segment_os_free(segment, false, NULL);
 }
 
 // Try up to MI_RECLAIM_TRIES abandoned segments for one that serves the request.
@@ -799,10 +846,12 @@ static void mi_segment_fork_child(mi_segment_t* segment) {
     }
   }
   segment->next = segment->prev = NULL;
+  mi_stat_increase(NULL, pages_abandoned, segment->used - segment->abandoned);
   segment->abandoned = segment->used;
   segment->abandoned_visits = 0;
   mi_atomic_store_release(&segment->thread_id, 0);
   if (segment->used == 0) return;   // nothing live: stays unused (a small leak in the child)
+  mi_stat_increase(NULL, segments_abandoned, 1);
   if (segment->memid.region_idx > 0 && segment->page_kind != MI_PAGE_HUGE) _mi_region_abandon(segment);
 }
 

@@ -16,6 +16,7 @@
 
 #include "prim/unix.c"
 #include "options.c"
+#include "stats.c"
 #include "random.c"
 #include "os.c"
 #include "region.c"

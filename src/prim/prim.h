@@ -72,6 +72,9 @@ void _mi_prim_out_stderr(const char* msg);
 // Read the environment variable `name` (case-insensitive) without allocating.
 bool _mi_prim_getenv(const char* name, char* result, size_t result_size);
 
+// The resident set size of the process in bytes (0 if unknown).
+size_t _mi_prim_current_rss(void);
+
 // Number of NUMA nodes and the node of the calling thread.
 size_t _mi_prim_numa_node_count(void);
 size_t _mi_prim_numa_node(void);

@@ -203,6 +203,24 @@ bool _mi_prim_getenv(const char* name, char* result, size_t result_size) {
   return false;
 }
 
+size_t _mi_prim_current_rss(void) {
+  int fd = open("/proc/self/statm", O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return 0;
+  char buf[128];
+  ssize_t n = read(fd, buf, sizeof(buf) - 1);
+  close(fd);
+  if (n <= 0) return 0;
+  buf[n] = 0;
+  // second field: resident pages
+  const char* s = buf;
+  while (*s != 0 && *s != ' ') s++;
+  while (*s == ' ') s++;
+  size_t pages = 0;
+  while (*s >= '0' && *s <= '9') { pages = pages * 10 + (size_t)(*s - '0'); s++; }
+  long psize = sysconf(_SC_PAGESIZE);
+  return pages * (size_t)(psize > 0 ? psize : 4096);
+}
+
 // ---------------------------------------------------------------------------
 // NUMA
 // ---------------------------------------------------------------------------

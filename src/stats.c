@@ -1,0 +1,387 @@
+/* ----------------------------------------------------------------------------
+  stats.c -- statistics: counting, merging and printing.
+
+  Every thread has a block in its tld; the process has _mi_stats_main. The
+  slow-path counters (segments, pages, committed, ...) are added to both at
+  once: plain arithmetic in the thread's block, relaxed atomics in the
+  process block, so the process figures are always exact. The per-allocation
+  counters of debug builds (MI_STAT > 1) go to the thread's block only and
+  are merged into the process block at thread exit and before printing.
+  See docs/design.md ("Statistics").
+
+  Printing formats into a stack buffer and delivers one line per call to the
+  output function; it never allocates.
+-----------------------------------------------------------------------------*/
+#include "mimalloc-internal.h"
+#include "prim/prim.h"
+
+#include <stdio.h>    // snprintf
+#include <sys/resource.h>
+
+mi_stats_t _mi_stats_main;
+
+// ---------------------------------------------------------------------------
+// Updating
+// ---------------------------------------------------------------------------
+
+static inline int64_t mi_relaxed(_Atomic(int64_t)* p) { return mi_atomic_load_relaxed(p); }
+
+// thread-local: plain load/store (only the owner writes its block)
+void _mi_stat_local_update(mi_stat_count_t* stat, int64_t amount) {
+  if (amount == 0) return;
+  const int64_t current = mi_relaxed(&stat->current) + amount;
+  mi_atomic_store_relaxed(&stat->current, current);
+  if (current > mi_relaxed(&stat->peak)) mi_atomic_store_relaxed(&stat->peak, current);
+  if (amount > 0) mi_atomic_store_relaxed(&stat->allocated, mi_relaxed(&stat->allocated) + amount);
+  else mi_atomic_store_relaxed(&stat->freed, mi_relaxed(&stat->freed) - amount);
+}
+
+void _mi_stat_counter_local_add(mi_stat_counter_t* stat, int64_t amount) {
+  mi_atomic_store_relaxed(&stat->total, mi_relaxed(&stat->total) + amount);
+  mi_atomic_store_relaxed(&stat->count, mi_relaxed(&stat->count) + 1);
+}
+
+static void mi_stat_global_update(mi_stat_count_t* stat, int64_t amount) {
+  if (amount == 0) return;
+  const int64_t current = mi_atomic_add_relaxed(&stat->current, amount) + amount;
+  int64_t peak = mi_relaxed(&stat->peak);
+  while (current > peak && !mi_atomic_cas_weak_acq_rel(&stat->peak, &peak, current)) { /* retry */ }
+  if (amount > 0) mi_atomic_add_relaxed(&stat->allocated, amount);
+  else mi_atomic_add_relaxed(&stat->freed, -amount);
+}
+
+// the same field in another block
+static void* mi_stat_in(mi_stats_t* block, const void* stat_in_main) {
+  return (uint8_t*)block + ((const uint8_t*)stat_in_main - (const uint8_t*)&_mi_stats_main);
+}
+
+void _mi_stat_update(mi_stats_t* local, mi_stat_count_t* stat, int64_t amount) {
+  if (local != NULL && local != &_mi_stats_main) {
+    _mi_stat_local_update((mi_stat_count_t*)mi_stat_in(local, stat), amount);
+  }
+  mi_stat_global_update(stat, amount);
+}
+
+void _mi_stat_counter_add(mi_stats_t* local, mi_stat_counter_t* stat, int64_t amount) {
+  if (local != NULL && local != &_mi_stats_main) {
+    mi_stat_counter_t* lstat = (mi_stat_counter_t*)mi_stat_in(local, stat);
+    mi_atomic_store_relaxed(&lstat->total, mi_relaxed(&lstat->total) + amount);
+    mi_atomic_store_relaxed(&lstat->count, mi_relaxed(&lstat->count) + 1);
+  }
+  mi_atomic_add_relaxed(&stat->total, amount);
+  mi_atomic_add_relaxed(&stat->count, 1);
+}
+
+// ---------------------------------------------------------------------------
+// Merging the per-allocation counters of a thread into the process block
+// ---------------------------------------------------------------------------
+
+static void mi_stat_count_merge(mi_stat_count_t* to, mi_stat_count_t* from) {
+  const int64_t allocated = mi_relaxed(&from->allocated);
+  const int64_t freed = mi_relaxed(&from->freed);
+  if (allocated == 0 && freed == 0) return;
+  mi_atomic_add_relaxed(&to->allocated, allocated);
+  mi_atomic_add_relaxed(&to->freed, freed);
+  const int64_t current = mi_atomic_add_relaxed(&to->current, allocated - freed) + allocated - freed;
+  // a thread's peak only bounds the process peak from below
+  int64_t peak = mi_relaxed(&to->peak);
+  const int64_t candidate = (mi_relaxed(&from->peak) > current ? mi_relaxed(&from->peak) : current);
+  while (candidate > peak && !mi_atomic_cas_weak_acq_rel(&to->peak, &peak, candidate)) { /* retry */ }
+  mi_atomic_store_relaxed(&from->allocated, 0);
+  mi_atomic_store_relaxed(&from->freed, 0);
+  mi_atomic_store_relaxed(&from->current, 0);
+  mi_atomic_store_relaxed(&from->peak, 0);
+}
+
+static void mi_stat_counter_merge(mi_stat_counter_t* to, mi_stat_counter_t* from) {
+  const int64_t total = mi_relaxed(&from->total), count = mi_relaxed(&from->count);
+  if (count == 0) return;
+  mi_atomic_add_relaxed(&to->total, total);
+  mi_atomic_add_relaxed(&to->count, count);
+  mi_atomic_store_relaxed(&from->total, 0);
+  mi_atomic_store_relaxed(&from->count, 0);
+}
+
+// Only the per-allocation counters live in the thread's block alone.
+static void mi_stats_merge_from(mi_stats_t* stats) {
+  if (stats == &_mi_stats_main) return;
+  #if (MI_STAT > 1)
+  mi_stat_count_merge(&_mi_stats_main.normal, &stats->normal);
+  mi_stat_count_merge(&_mi_stats_main.malloc, &stats->malloc);
+  for (size_t i = 0; i <= MI_BIN_HUGE; i++) {
+    mi_stat_count_merge(&_mi_stats_main.normal_bins[i], &stats->normal_bins[i]);
+  }
+  mi_stat_counter_merge(&_mi_stats_main.pages_extended, &stats->pages_extended);
+  mi_stat_counter_merge(&_mi_stats_main.searches, &stats->searches);
+  mi_stat_counter_merge(&_mi_stats_main.normal_count, &stats->normal_count);
+  #else
+  (void)&mi_stat_count_merge; (void)&mi_stat_counter_merge;
+  #endif
+}
+
+void _mi_stats_done(mi_stats_t* stats) {
+  mi_stats_merge_from(stats);
+}
+
+static mi_stats_t* mi_stats_get_default(void) {
+  mi_heap_t* heap = mi_get_default_heap();
+  return (mi_heap_is_initialized(heap) ? &heap->tld->stats : NULL);
+}
+
+void mi_stats_merge(void) mi_attr_noexcept {
+  mi_stats_t* stats = mi_stats_get_default();
+  if (stats != NULL) mi_stats_merge_from(stats);
+}
+
+// ---------------------------------------------------------------------------
+// Printing
+// ---------------------------------------------------------------------------
+
+typedef struct mi_printer_s {
+  mi_output_fun* out;
+  void* arg;
+} mi_printer_t;
+
+static void mi_print_line(mi_printer_t* p, const char* line) {
+  _mi_fputs(p->out, p->arg, NULL, line);
+}
+
+// An amount with one decimal and a magnitude letter: base 1024 with a `b`
+// suffix for bytes (unit > 0), base 1000 without suffix for counts (unit < 0).
+static void mi_format_amount(char* buf, size_t size, int64_t n, int64_t unit) {
+  const int64_t base = (unit < 0 ? 1000 : 1024);
+  const char* suffix = (unit < 0 ? "" : "b");
+  if (unit > 0) n *= unit;
+  const int64_t pos = (n < 0 ? -n : n);
+  if (pos < base) {
+    if (unit < 0) snprintf(buf, size, "%lld", (long long)n);
+    else snprintf(buf, size, "%lld b", (long long)n);
+    return;
+  }
+  int64_t divider = base;
+  const char* magnitude = "k";
+  if (pos >= divider * base) { divider *= base; magnitude = "m"; }
+  if (pos >= divider * base) { divider *= base; magnitude = "g"; }
+  const int64_t tens = (pos * 10) / divider;
+  snprintf(buf, size, "%s%lld.%lld %s%s", (n < 0 ? "-" : ""), (long long)(tens / 10), (long long)(tens % 10), magnitude, suffix);
+}
+
+static void mi_print_amount(char* line, size_t size, int64_t n, int64_t unit) {
+  char buf[32];
+  mi_format_amount(buf, sizeof(buf), n, unit);
+  const size_t len = strlen(line);
+  snprintf(line + len, size - len, "%11s", buf);
+}
+
+// "label:  peak  total  freed  unit  [count]  ok|not all freed!"
+static void mi_stat_print(mi_printer_t* p, const mi_stat_count_t* stat, const char* msg, int64_t unit, int64_t count) {
+  char line[256];
+  snprintf(line, sizeof(line), "%10s:", msg);
+  if (unit != 0) {
+    mi_print_amount(line, sizeof(line), mi_relaxed((_Atomic(int64_t)*)&stat->peak), unit);
+    mi_print_amount(line, sizeof(line), mi_relaxed((_Atomic(int64_t)*)&stat->allocated), unit);
+    mi_print_amount(line, sizeof(line), mi_relaxed((_Atomic(int64_t)*)&stat->freed), unit);
+    if (unit > 0) mi_print_amount(line, sizeof(line), unit, 1);
+    else {
+      const size_t len = strlen(line);
+      snprintf(line + len, sizeof(line) - len, "%11s", "");
+    }
+    const size_t len = strlen(line);
+    if (count >= 0) snprintf(line + len, sizeof(line) - len, "%11lld", (long long)count);
+    else snprintf(line + strlen(line), sizeof(line) - strlen(line), "%11s", "");
+    const bool ok = (mi_relaxed((_Atomic(int64_t)*)&stat->allocated) <= mi_relaxed((_Atomic(int64_t)*)&stat->freed));
+    snprintf(line + strlen(line), sizeof(line) - strlen(line), "     %s\n", (ok ? "ok" : "not all freed!"));
+  }
+  else {
+    snprintf(line + strlen(line), sizeof(line) - strlen(line), "\n");
+  }
+  mi_print_line(p, line);
+}
+
+static void mi_stat_counter_print(mi_printer_t* p, const mi_stat_counter_t* stat, const char* msg) {
+  char line[128];
+  snprintf(line, sizeof(line), "%10s:", msg);
+  mi_print_amount(line, sizeof(line), mi_relaxed((_Atomic(int64_t)*)&stat->total), -1);
+  snprintf(line + strlen(line), sizeof(line) - strlen(line), "\n");
+  mi_print_line(p, line);
+}
+
+static void mi_stat_counter_print_avg(mi_printer_t* p, const mi_stat_counter_t* stat, const char* msg) {
+  char line[128];
+  const int64_t count = mi_relaxed((_Atomic(int64_t)*)&stat->count);
+  const int64_t avg_tens = (count == 0 ? 0 : (mi_relaxed((_Atomic(int64_t)*)&stat->total) * 10) / count);
+  snprintf(line, sizeof(line), "%10s: %7lld.%lld avg\n", msg, (long long)(avg_tens / 10), (long long)(avg_tens % 10));
+  mi_print_line(p, line);
+}
+
+static void mi_print_header(mi_printer_t* p) {
+  char line[128];
+  snprintf(line, sizeof(line), "%10s: %10s %10s %10s %10s %10s\n", "heap stats", "peak  ", "total  ", "freed  ", "unit  ", "count  ");
+  mi_print_line(p, line);
+}
+
+#if (MI_STAT > 1)
+static void mi_stats_print_bins(mi_printer_t* p, const mi_stats_t* stats) {
+  bool found = false;
+  char label[16];
+  for (size_t i = 0; i <= MI_BIN_HUGE; i++) {
+    const mi_stat_count_t* bin = &stats->normal_bins[i];
+    if (mi_relaxed((_Atomic(int64_t)*)&bin->allocated) > 0) {
+      found = true;
+      const int64_t unit = (int64_t)_mi_bin_size((uint8_t)i);
+      snprintf(label, sizeof(label), "normal %3zu", i);
+      mi_stat_print(p, bin, label, unit, mi_relaxed((_Atomic(int64_t)*)&bin->allocated));
+    }
+  }
+  if (found) {
+    mi_print_line(p, "\n");
+    mi_print_header(p);
+  }
+}
+#endif
+
+static void mi_stats_print_main(mi_printer_t* p, mi_stats_t* stats) {
+  mi_print_header(p);
+  #if (MI_STAT > 1)
+  mi_stats_print_bins(p, stats);
+  mi_stat_print(p, &stats->normal, "normal", 1, -1);
+  mi_stat_print(p, &stats->huge, "huge", 1, -1);
+  mi_stat_print(p, &stats->giant, "giant", 1, -1);
+  mi_stat_count_t total;
+  memset(&total, 0, sizeof(total));
+  const mi_stat_count_t* parts[3] = { &stats->normal, &stats->huge, &stats->giant };
+  int64_t t_alloc = 0, t_freed = 0, t_peak = 0;
+  for (int i = 0; i < 3; i++) {
+    t_alloc += mi_relaxed((_Atomic(int64_t)*)&parts[i]->allocated);
+    t_freed += mi_relaxed((_Atomic(int64_t)*)&parts[i]->freed);
+    t_peak  += mi_relaxed((_Atomic(int64_t)*)&parts[i]->peak);
+  }
+  mi_atomic_store_relaxed(&total.allocated, t_alloc);
+  mi_atomic_store_relaxed(&total.freed, t_freed);
+  mi_atomic_store_relaxed(&total.peak, t_peak);
+  mi_stat_print(p, &total, "total", 1, -1);
+  char mline[128];
+  snprintf(mline, sizeof(mline), "malloc requested: ");
+  mi_print_amount(mline, sizeof(mline), mi_relaxed(&stats->malloc.allocated), 1);
+  snprintf(mline + strlen(mline), sizeof(mline) - strlen(mline), "\n\n");
+  mi_print_line(p, mline);
+  #endif
+  mi_stat_print(p, &stats->reserved, "reserved", 1, -1);
+  mi_stat_print(p, &stats->committed, "committed", 1, -1);
+  mi_stat_print(p, &stats->reset, "reset", 1, -1);
+  mi_stat_print(p, &stats->touched, "touched", 1, -1);
+  mi_stat_print(p, &stats->segments, "segments", -1, -1);
+  mi_stat_print(p, &stats->segments_abandoned, "-abandoned", -1, -1);
+  mi_stat_print(p, &stats->segments_cached, "-cached", -1, -1);
+  mi_stat_print(p, &stats->pages, "pages", -1, -1);
+  mi_stat_print(p, &stats->pages_abandoned, "-abandoned", -1, -1);
+  mi_stat_counter_print(p, &stats->pages_extended, "-extended");
+  mi_stat_counter_print(p, &stats->page_no_retire, "-noretire");
+  mi_stat_counter_print(p, &stats->mmap_calls, "mmaps");
+  mi_stat_counter_print(p, &stats->commit_calls, "commits");
+  mi_stat_print(p, &stats->threads, "threads", -1, -1);
+  mi_stat_counter_print_avg(p, &stats->searches, "searches");
+  char line[256];
+  snprintf(line, sizeof(line), "%10s: %7zu\n", "numa nodes", _mi_prim_numa_node_count());
+  mi_print_line(p, line);
+  size_t elapsed, user_time, sys_time, current_rss, peak_rss, current_commit, peak_commit, page_faults;
+  mi_process_info(&elapsed, &user_time, &sys_time, &current_rss, &peak_rss, &current_commit, &peak_commit, &page_faults);
+  snprintf(line, sizeof(line), "%10s: %7zu.%03zu s\n", "elapsed", elapsed / 1000, elapsed % 1000);
+  mi_print_line(p, line);
+  char rss[32], commit[32];
+  mi_format_amount(rss, sizeof(rss), (int64_t)peak_rss, 1);
+  mi_format_amount(commit, sizeof(commit), (int64_t)peak_commit, 1);
+  snprintf(line, sizeof(line), "%10s: user: %zu.%03zu s, system: %zu.%03zu s, faults: %zu, rss: %s, commit: %s\n",
+           "process", user_time / 1000, user_time % 1000, sys_time / 1000, sys_time % 1000, page_faults, rss, commit);
+  mi_print_line(p, line);
+}
+
+void mi_stats_print_out(mi_output_fun* out, void* arg) mi_attr_noexcept {
+  mi_stats_merge();
+  mi_printer_t p = { out, arg };
+  mi_stats_print_main(&p, &_mi_stats_main);
+}
+
+void mi_stats_print(void* out) mi_attr_noexcept {
+  // 1.6 compatibility: NULL, stdout and stderr mean the default output;
+  // anything else is taken as an output function
+  mi_stats_print_out((mi_output_fun*)out, NULL);
+}
+
+void mi_thread_stats_print_out(mi_output_fun* out, void* arg) mi_attr_noexcept {
+  mi_stats_t* stats = mi_stats_get_default();
+  if (stats == NULL) return;
+  mi_printer_t p = { out, arg };
+  mi_stats_print_main(&p, stats);
+}
+
+void _mi_stats_print_at_exit(void) {
+  if (mi_option_is_enabled(mi_option_show_stats) || mi_option_is_enabled(mi_option_verbose)) {
+    mi_stats_print_out(NULL, NULL);
+  }
+}
+
+// ---------------------------------------------------------------------------
+// Reset
+// ---------------------------------------------------------------------------
+
+static int64_t mi_clock_start_ms;
+
+int64_t _mi_clock_start(void) {
+  if (mi_clock_start_ms == 0) mi_clock_start_ms = _mi_prim_clock_now();
+  return mi_clock_start_ms;
+}
+
+static void mi_stat_count_reset(mi_stat_count_t* stat) {
+  // keep `current`: it describes what is live, which a reset does not change
+  const int64_t current = mi_relaxed(&stat->current);
+  mi_atomic_store_relaxed(&stat->allocated, (current > 0 ? current : 0));
+  mi_atomic_store_relaxed(&stat->freed, (current < 0 ? -current : 0));
+  mi_atomic_store_relaxed(&stat->peak, (current > 0 ? current : 0));
+}
+
+static void mi_stats_reset_block(mi_stats_t* stats) {
+  mi_stat_count_t* counts = (mi_stat_count_t*)stats;
+  const size_t ncount = offsetof(mi_stats_t, pages_extended) / sizeof(mi_stat_count_t);
+  for (size_t i = 0; i < ncount; i++) mi_stat_count_reset(&counts[i]);
+  mi_stat_counter_t* counters = &stats->pages_extended;
+  const size_t ncounter = (offsetof(mi_stats_t, normal_bins) - offsetof(mi_stats_t, pages_extended)) / sizeof(mi_stat_counter_t);
+  for (size_t i = 0; i < ncounter; i++) {
+    mi_atomic_store_relaxed(&counters[i].total, 0);
+    mi_atomic_store_relaxed(&counters[i].count, 0);
+  }
+  for (size_t i = 0; i <= MI_BIN_HUGE; i++) mi_stat_count_reset(&stats->normal_bins[i]);
+}
+
+void mi_stats_reset(void) mi_attr_noexcept {
+  mi_stats_t* stats = mi_stats_get_default();
+  if (stats != NULL) {
+    mi_stats_merge_from(stats);
+    mi_stats_reset_block(stats);
+  }
+  mi_stats_reset_block(&_mi_stats_main);
+  mi_clock_start_ms = _mi_prim_clock_now();
+}
+
+// ---------------------------------------------------------------------------
+// Process information
+// ---------------------------------------------------------------------------
+
+void mi_process_info(size_t* elapsed_msecs, size_t* user_msecs, size_t* system_msecs,
+                     size_t* current_rss, size_t* peak_rss,
+                     size_t* current_commit, size_t* peak_commit, size_t* page_faults) mi_attr_noexcept {
+  const int64_t elapsed = _mi_prim_clock_now() - _mi_clock_start();
+  struct rusage usage;
+  memset(&usage, 0, sizeof(usage));
+  getrusage(RUSAGE_SELF, &usage);
+  const int64_t committed = mi_relaxed(&_mi_stats_main.committed.current);
+  const int64_t committed_peak = mi_relaxed(&_mi_stats_main.committed.peak);
+  if (elapsed_msecs != NULL) *elapsed_msecs = (size_t)(elapsed < 0 ? 0 : elapsed);
+  if (user_msecs != NULL) *user_msecs = (size_t)usage.ru_utime.tv_sec * 1000 + (size_t)usage.ru_utime.tv_usec / 1000;
+  if (system_msecs != NULL) *system_msecs = (size_t)usage.ru_stime.tv_sec * 1000 + (size_t)usage.ru_stime.tv_usec / 1000;
+  if (peak_rss != NULL) *peak_rss = (size_t)usage.ru_maxrss * 1024;   // Linux: KiB
+  if (page_faults != NULL) *page_faults = (size_t)usage.ru_majflt;
+  if (current_rss != NULL) *current_rss = _mi_prim_current_rss();
+  if (current_commit != NULL) *current_commit = (size_t)(committed < 0 ? 0 : committed);
+  if (peak_commit != NULL) *peak_commit = (size_t)(committed_peak < 0 ? 0 : committed_peak);
+}
