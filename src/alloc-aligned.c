@@ -21,13 +21,13 @@ static mi_decl_noinline void* mi_heap_malloc_big_aligned(mi_heap_t* heap, size_t
     heap = mi_get_default_heap();
     if (!mi_heap_is_initialized(heap)) { errno = ENOMEM; return NULL; }
   }
-  mi_page_t* page = _mi_huge_page_alloc(heap, size, alignment, offset);
+  mi_page_t* page = _mi_huge_page_alloc(heap, size + MI_PADDING_SIZE, alignment, offset);
   if (page == NULL) {
     _mi_error_message(ENOMEM, "unable to allocate aligned memory (%zu bytes, alignment %zu)\n", size, alignment);
     errno = ENOMEM;
     return NULL;
   }
-  void* p = _mi_page_malloc(heap, page, size);
+  void* p = _mi_page_malloc(heap, page, size + MI_PADDING_SIZE);
   mi_assert_internal(((uintptr_t)p + offset) % alignment == 0);
   if (zero && p != NULL) _mi_block_zero_init(page, p, size);
   return p;
@@ -38,8 +38,9 @@ static mi_decl_noinline void* mi_heap_malloc_zero_aligned_at_fallback(mi_heap_t*
     return mi_heap_malloc_big_aligned(heap, size, alignment, offset, zero);
   }
   const uintptr_t align_mask = alignment - 1;
-  // natural alignment of the size classes
-  if (offset == 0 && alignment <= size && size <= MI_MEDIUM_OBJ_SIZE_MAX && (size & align_mask) == 0) {
+  // natural alignment of the size classes (the block size, padding included, decides)
+  const size_t padsize = size + MI_PADDING_SIZE;
+  if (offset == 0 && alignment <= padsize && padsize <= MI_MEDIUM_OBJ_SIZE_MAX && (padsize & align_mask) == 0) {
     void* p = _mi_heap_malloc_zero(heap, size, zero);
     mi_assert_internal(p == NULL || ((uintptr_t)p % alignment) == 0);
     return p;
@@ -66,10 +67,10 @@ static void* mi_heap_malloc_zero_aligned_at(mi_heap_t* heap, size_t size, size_t
   }
   // lucky: the next small block is already aligned
   if (mi_likely(size <= MI_SMALL_SIZE_MAX)) {
-    mi_page_t* page = heap->pages_free_direct[_mi_wsize_from_size(size)];
+    mi_page_t* page = heap->pages_free_direct[_mi_wsize_from_size(size + MI_PADDING_SIZE)];
     const bool is_aligned = (((uintptr_t)page->free + offset) & (alignment - 1)) == 0;
     if (mi_likely(page->free != NULL && is_aligned)) {
-      void* p = _mi_page_malloc(heap, page, size);
+      void* p = _mi_page_malloc(heap, page, size + MI_PADDING_SIZE);
       if (zero) _mi_block_zero_init(page, p, size);
       return p;
     }

@@ -32,6 +32,20 @@ void* _mi_page_malloc(mi_heap_t* heap, mi_page_t* page, size_t size) mi_attr_noe
   }
   page->free = mi_block_next(page, block);
   page->used++;
+  #if (MI_DEBUG > 0)
+  memset(block, MI_DEBUG_UNINIT, mi_page_usable_block_size(page));   // recognisable fresh memory
+  #endif
+  #if (MI_PADDING > 0)
+  // the trailer: canary and the distance from the user data's end; the
+  // first bytes of that distance are filled and checked on free
+  mi_padding_t* const padding = (mi_padding_t*)((uint8_t*)block + mi_page_usable_block_size(page));
+  const size_t delta = (size_t)((uint8_t*)padding - (uint8_t*)block) - (size - MI_PADDING_SIZE);
+  mi_assert_internal(delta <= mi_page_usable_block_size(page));
+  padding->canary = (uint32_t)mi_ptr_encode(page, block, page->keys);
+  padding->delta = (uint32_t)delta;
+  uint8_t* fill = (uint8_t*)padding - delta;
+  memset(fill, MI_DEBUG_PADDING, (delta > MI_MAX_ALIGN_SIZE ? MI_MAX_ALIGN_SIZE : delta));
+  #endif
   #if (MI_STAT > 1)
   const size_t bsize = mi_page_block_size(page);
   if (bsize <= MI_LARGE_OBJ_SIZE_MAX) {
@@ -39,7 +53,7 @@ void* _mi_page_malloc(mi_heap_t* heap, mi_page_t* page, size_t size) mi_attr_noe
     mi_heap_stat_increase(heap, normal_bins[_mi_bin(bsize)], 1);
     mi_heap_stat_counter_increase(heap, normal_count, 1);
   }
-  mi_heap_stat_increase(heap, malloc, bsize);
+  mi_heap_stat_increase(heap, malloc, size - MI_PADDING_SIZE);
   #endif
   mi_assert_internal(page->free == NULL || _mi_ptr_segment(page->free) == _mi_page_segment(page) ||
                      _mi_page_segment(page)->aligned_block != NULL);
@@ -50,8 +64,8 @@ static inline void* mi_heap_malloc_small_inline(mi_heap_t* heap, size_t size) {
   mi_assert(heap != NULL);
   mi_assert(heap->thread_id == 0 || heap->thread_id == _mi_thread_id());  // allocate only on the owner thread
   mi_assert(size <= MI_SMALL_SIZE_MAX);
-  mi_page_t* page = heap->pages_free_direct[_mi_wsize_from_size(size)];
-  return _mi_page_malloc(heap, page, size);
+  mi_page_t* page = heap->pages_free_direct[_mi_wsize_from_size(size + MI_PADDING_SIZE)];
+  return _mi_page_malloc(heap, page, size + MI_PADDING_SIZE);
 }
 
 mi_decl_restrict void* mi_heap_malloc_small(mi_heap_t* heap, size_t size) mi_attr_noexcept {
@@ -66,7 +80,7 @@ static inline void* mi_heap_malloc_inline(mi_heap_t* heap, size_t size) {
   if (mi_likely(size <= MI_SMALL_SIZE_MAX)) {
     return mi_heap_malloc_small_inline(heap, size);
   }
-  return _mi_malloc_generic(heap, size);
+  return _mi_malloc_generic(heap, (size <= PTRDIFF_MAX ? size + MI_PADDING_SIZE : size));
 }
 
 mi_decl_restrict void* mi_heap_malloc(mi_heap_t* heap, size_t size) mi_attr_noexcept {
@@ -86,7 +100,7 @@ mi_decl_restrict void* mi_malloc(size_t size) mi_attr_noexcept {
 void _mi_block_zero_init(const mi_page_t* page, void* p, size_t size) {
   mi_assert_internal(p != NULL);
   mi_assert_internal(mi_usable_size(p) >= size);
-  if (page->is_zero && size > sizeof(mi_block_t)) {
+  if (page->is_zero && size > sizeof(mi_block_t) && MI_DEBUG == 0) {   // debug builds filled the block
     ((mi_block_t*)p)->next = 0;
   }
   else {
@@ -148,7 +162,125 @@ mi_block_t* _mi_page_ptr_unalign(const mi_segment_t* segment, const mi_page_t* p
   return (mi_block_t*)((uintptr_t)p - adjust);
 }
 
-// Free a block of a page owned by this thread (local) or not.
+// ---------------------------------------------------------------------------
+// Checks on free (debug builds; padding and double-free detection)
+// ---------------------------------------------------------------------------
+
+void _mi_block_next_corrupt(const mi_page_t* page, const mi_block_t* block, const mi_block_t* next) {
+  _mi_error_message(EFAULT, "corrupted free list entry of size %zub at %p: value 0x%zx\n",
+                    mi_page_block_size(page), (void*)block, (size_t)(uintptr_t)next);
+}
+
+#if (MI_PADDING > 0)
+// Read a block's trailer; false if its canary is damaged.
+static bool mi_page_decode_padding(const mi_page_t* page, const mi_block_t* block, size_t* delta, size_t* bsize) {
+  *bsize = mi_page_usable_block_size(page);
+  const mi_padding_t* const padding = (mi_padding_t*)((uint8_t*)block + *bsize);
+  *delta = padding->delta;
+  return ((uint32_t)mi_ptr_encode(page, block, page->keys) == padding->canary && *delta <= *bsize);
+}
+
+// The exact size the user asked for.
+static size_t mi_page_usable_size_of(const mi_page_t* page, const mi_block_t* block) {
+  size_t bsize, delta;
+  const bool ok = mi_page_decode_padding(page, block, &delta, &bsize);
+  return (ok ? bsize - delta : 0);
+}
+
+static bool mi_verify_padding(const mi_page_t* page, const mi_block_t* block, size_t* size, size_t* wrong) {
+  size_t bsize, delta;
+  const bool ok = mi_page_decode_padding(page, block, &delta, &bsize);
+  *size = *wrong = bsize;
+  if (!ok) return false;
+  *size = bsize - delta;
+  const uint8_t* fill = (uint8_t*)block + bsize - delta;
+  const size_t maxpad = (delta > MI_MAX_ALIGN_SIZE ? MI_MAX_ALIGN_SIZE : delta);
+  for (size_t i = 0; i < maxpad; i++) {
+    if (fill[i] != MI_DEBUG_PADDING) {
+      *wrong = bsize - delta + i;
+      return false;
+    }
+  }
+  return true;
+}
+
+static void mi_check_padding(const mi_page_t* page, const mi_block_t* block) {
+  size_t size, wrong;
+  if (!mi_verify_padding(page, block, &size, &wrong)) {
+    _mi_error_message(EFAULT, "buffer overflow in heap block %p of size %zu: write after %zu bytes\n",
+                      (void*)block, size, wrong);
+  }
+}
+#else
+#define mi_check_padding(page, block)  ((void)0)
+#endif
+
+#if defined(MI_ENCODE_FREELIST) && ((MI_DEBUG > 0) || (MI_SECURE >= 4))
+static bool mi_list_contains(const mi_page_t* page, const mi_block_t* list, const mi_block_t* elem) {
+  while (list != NULL) {
+    if (elem == list) return true;
+    list = mi_block_next(page, list);
+  }
+  return false;
+}
+
+static mi_decl_noinline bool mi_check_is_double_freex(const mi_page_t* page, const mi_block_t* block) {
+  if (mi_list_contains(page, page->free, block) ||
+      mi_list_contains(page, page->local_free, block) ||
+      mi_list_contains(page, mi_page_thread_free(page), block)) {
+    _mi_error_message(EAGAIN, "double free detected of block %p with size %zu\n", (void*)block, mi_page_block_size(page));
+    return true;
+  }
+  return false;
+}
+
+// Only a block whose first word decodes like a free-list link is looked up
+// in the page's lists (live user data rarely does).
+static inline bool mi_check_is_double_free(const mi_page_t* page, const mi_block_t* block) {
+  mi_block_t* n = mi_block_nextx(page, block, page->keys);
+  if (((uintptr_t)n & (MI_INTPTR_SIZE - 1)) == 0 && (n == NULL || mi_is_in_same_page(block, n))) {
+    return mi_check_is_double_freex(page, block);
+  }
+  return false;
+}
+#else
+#define mi_check_is_double_free(page, block)  (false)
+#endif
+
+#if (MI_STAT > 1)
+// Debug statistics of a free, counted by the freeing thread.
+static void mi_stat_free(const mi_page_t* page, const mi_block_t* block) {
+  mi_heap_t* heap = mi_get_default_heap();
+  if (!mi_heap_is_initialized(heap)) return;
+  const size_t bsize = mi_page_block_size(page);
+  if (bsize <= MI_LARGE_OBJ_SIZE_MAX) {
+    mi_heap_stat_decrease(heap, normal, bsize);
+    mi_heap_stat_decrease(heap, normal_bins[_mi_bin(bsize)], 1);
+  }
+  #if (MI_PADDING > 0)
+  mi_heap_stat_decrease(heap, malloc, mi_page_usable_size_of(page, block));
+  #else
+  (void)block;
+  mi_heap_stat_decrease(heap, malloc, bsize);
+  #endif
+}
+#else
+#define mi_stat_free(page, block)  ((void)0)
+#endif
+
+// All checks of a free, before the block goes on a list: false means
+// "do not free" (a detected double free).
+static inline bool mi_free_checks(const mi_page_t* page, mi_block_t* block, bool local) {
+  (void)page; (void)block; (void)local;
+  if (local && mi_unlikely(mi_check_is_double_free(page, block))) return false;
+  mi_check_padding(page, block);
+  #if (MI_DEBUG > 0)
+  memset(block, MI_DEBUG_FREED, mi_page_usable_block_size(page));
+  #endif
+  return true;
+}
+
+// Free a block of a page owned by another thread (or abandoned).
 static mi_decl_noinline void mi_free_block_mt(mi_page_t* page, mi_block_t* block) {
   // push atomically on the page's thread_free, or (first free into a full
   // page) on the owner heap's delayed list so the owner notices the page
@@ -173,7 +305,7 @@ static mi_decl_noinline void mi_free_block_mt(mi_page_t* page, mi_block_t* block
     if (heap != NULL) {
       mi_block_t* dfree = mi_atomic_load_relaxed(&heap->thread_delayed_free);
       do {
-        block->next = (uintptr_t)dfree;
+        mi_block_set_nextx(heap, block, dfree, heap->keys);
       } while (!mi_atomic_cas_weak_release(&heap->thread_delayed_free, &dfree, block));
     }
     // and reset the state
@@ -208,21 +340,6 @@ bool _mi_free_delayed_block(mi_block_t* block) {
   return true;
 }
 
-#if (MI_STAT > 1)
-// Debug statistics of a free, counted by the freeing thread.
-static void mi_stat_free(const mi_page_t* page) {
-  mi_heap_t* heap = mi_get_default_heap();
-  if (!mi_heap_is_initialized(heap)) return;
-  const size_t bsize = mi_page_block_size(page);
-  if (bsize <= MI_LARGE_OBJ_SIZE_MAX) {
-    mi_heap_stat_decrease(heap, normal, bsize);
-    mi_heap_stat_decrease(heap, normal_bins[_mi_bin(bsize)], 1);
-  }
-  mi_heap_stat_decrease(heap, malloc, bsize);
-}
-#else
-#define mi_stat_free(page)  ((void)0)
-#endif
 
 // Everything that is not a local free into a non-full page without aligned blocks.
 // A pointer whose segment unit holds no segment of ours: report, free nothing.
@@ -237,9 +354,17 @@ static mi_decl_noinline void mi_free_generic(mi_segment_t* segment, mi_page_t* p
     return;
   }
   mi_block_t* block = (mi_page_has_aligned(page) ? _mi_page_ptr_unalign(segment, page, p) : (mi_block_t*)p);
-  mi_stat_free(page);
+  #if (MI_DEBUG > 0)
+  if (mi_unlikely(((uintptr_t)p & (MI_INTPTR_SIZE - 1)) != 0 && !mi_page_has_aligned(page))) {
+    _mi_error_message(EINVAL, "mi_free: invalid (unaligned) pointer: %p\n", p);
+    return;
+  }
+  #endif
   const uintptr_t owner = mi_atomic_load_relaxed(&segment->thread_id);
-  if (mi_likely(owner == _mi_thread_id())) {
+  const bool local = (owner == _mi_thread_id());
+  mi_stat_free(page, block);
+  if (!mi_free_checks(page, block, local)) return;
+  if (mi_likely(local)) {
     mi_free_block_local(page, block);
     return;
   }
@@ -285,8 +410,9 @@ void mi_free(void* p) mi_attr_noexcept {
   mi_page_t* const page = _mi_segment_page_of(segment, p);
   const uintptr_t tid = _mi_thread_id();
   if (mi_likely(tid == mi_atomic_load_relaxed(&segment->thread_id) && mi_page_flags(page) == 0)) {
-    mi_stat_free(page);
     mi_block_t* const block = (mi_block_t*)p;
+    mi_stat_free(page, block);
+    if (!mi_free_checks(page, block, true)) return;
     mi_block_set_next(page, block, page->local_free);
     page->local_free = block;
     if (mi_unlikely(--page->used == 0)) {
@@ -323,12 +449,20 @@ size_t _mi_usable_size_of(const void* p) {
   mi_segment_t* segment;
   const mi_page_t* page = mi_checked_ptr_page(p, &segment);
   if (page == NULL) return 0;
+  #if (MI_PADDING > 0)
+  // exact: the size the user asked for
+  const mi_block_t* block = (mi_page_has_aligned(page) ? _mi_page_ptr_unalign(segment, page, p) : (const mi_block_t*)p);
+  const size_t size = mi_page_usable_size_of(page, block);
+  const size_t adjust = (size_t)((const uint8_t*)p - (const uint8_t*)block);
+  return (size > adjust ? size - adjust : 0);
+  #else
   const size_t size = mi_page_block_size(page);
   if (mi_unlikely(mi_page_has_aligned(page))) {
     uint8_t* block = (uint8_t*)_mi_page_ptr_unalign(segment, page, p);
     return size - (size_t)((uint8_t*)p - block);
   }
   return size;
+  #endif
 }
 
 size_t mi_usable_size(const void* p) mi_attr_noexcept {

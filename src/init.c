@@ -27,7 +27,11 @@
 const mi_page_t _mi_page_empty = { 0 };
 
 #define MI_PAGE_EMPTY() ((mi_page_t*)&_mi_page_empty)
+#if (MI_PADDING > 0)
+#define MI_SMALL_PAGES_EMPTY  { MI_INIT128(MI_PAGE_EMPTY), MI_PAGE_EMPTY(), MI_PAGE_EMPTY() }
+#else
 #define MI_SMALL_PAGES_EMPTY  { MI_INIT128(MI_PAGE_EMPTY), MI_PAGE_EMPTY() }
+#endif
 
 #define QNULL(sz)  { NULL, NULL, (sz)*sizeof(uintptr_t) }
 // block sizes (in words) of the 73 bins, then the huge and full queues

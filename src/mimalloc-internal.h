@@ -433,18 +433,86 @@ static inline bool mi_page_is_huge(const mi_page_t* page) {
 }
 
 // ------------------------------------------------------
-// Free-list links. Release builds store plain pointers; the encoded variant
-// (secure/debug) plugs in here without touching any caller.
+// Free-list links. Release builds store plain pointers. With
+// MI_ENCODE_FREELIST a link is stored as rotl(p ^ k1, k0) + k0 with the
+// page's keys (NULL replaced by a sentinel, the page address), and every
+// decoded link of a page list must point into the same page, else the list
+// is reported corrupt and cut (see secure-debug.md §2.2).
 // ------------------------------------------------------
 
+static inline uintptr_t mi_rotl(uintptr_t x, uintptr_t shift) {
+  shift %= MI_INTPTR_BITS;
+  return (shift == 0 ? x : ((x << shift) | (x >> (MI_INTPTR_BITS - shift))));
+}
+static inline uintptr_t mi_rotr(uintptr_t x, uintptr_t shift) {
+  shift %= MI_INTPTR_BITS;
+  return (shift == 0 ? x : ((x >> shift) | (x << (MI_INTPTR_BITS - shift))));
+}
+
+static inline uintptr_t mi_ptr_encode(const void* null, const void* p, const uintptr_t* keys) {
+  const uintptr_t x = (uintptr_t)(p == NULL ? null : p);
+  return mi_rotl(x ^ keys[1], keys[0]) + keys[0];
+}
+
+static inline void* mi_ptr_decode(const void* null, uintptr_t x, const uintptr_t* keys) {
+  void* p = (void*)(mi_rotr(x - keys[0], keys[0]) ^ keys[1]);
+  return (p == null ? NULL : p);
+}
+
+// A link with explicit keys and sentinel (also used for a heap's delayed list).
+static inline mi_block_t* mi_block_nextx(const void* null, const mi_block_t* block, const uintptr_t* keys) {
+  #if defined(MI_ENCODE_FREELIST)
+  return (mi_block_t*)mi_ptr_decode(null, block->next, keys);
+  #else
+  (void)keys; (void)null;
+  return (mi_block_t*)block->next;
+  #endif
+}
+
+static inline void mi_block_set_nextx(const void* null, mi_block_t* block, const mi_block_t* next, const uintptr_t* keys) {
+  #if defined(MI_ENCODE_FREELIST)
+  block->next = mi_ptr_encode(null, next, keys);
+  #else
+  (void)keys; (void)null;
+  block->next = (uintptr_t)next;
+  #endif
+}
+
+// Do two addresses lie in the same page?
+static inline bool mi_is_in_same_page(const void* p, const void* q) {
+  mi_segment_t* segment = _mi_ptr_segment(p);
+  if (_mi_ptr_segment(q) != segment) return false;
+  return (mi_segment_page_index(segment, p) == mi_segment_page_index(segment, q));
+}
+
+mi_decl_cold void _mi_block_next_corrupt(const mi_page_t* page, const mi_block_t* block, const mi_block_t* next);
+
 static inline mi_block_t* mi_block_next(const mi_page_t* page, const mi_block_t* block) {
+  #if defined(MI_ENCODE_FREELIST)
+  mi_block_t* next = mi_block_nextx(page, block, page->keys);
+  if (mi_unlikely(next != NULL && !mi_is_in_same_page(block, next))) {
+    _mi_block_next_corrupt(page, block, next);   // reports, and the list is cut here
+    next = NULL;
+  }
+  return next;
+  #else
   (void)page;
   return (mi_block_t*)block->next;
+  #endif
 }
 
 static inline void mi_block_set_next(const mi_page_t* page, mi_block_t* block, const mi_block_t* next) {
+  #if defined(MI_ENCODE_FREELIST)
+  mi_block_set_nextx(page, block, next, page->keys);
+  #else
   (void)page;
   block->next = (uintptr_t)next;
+  #endif
+}
+
+// The usable part of a page's blocks (the padding trailer excluded).
+static inline size_t mi_page_usable_block_size(const mi_page_t* page) {
+  return mi_page_block_size(page) - MI_PADDING_SIZE;
 }
 
 // ------------------------------------------------------

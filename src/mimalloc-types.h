@@ -31,6 +31,31 @@
   #endif
 #endif
 
+// MI_PADDING: every block gets an 8-byte trailer (canary + distance to the
+// user data's end) checked on free: byte-precise overflow detection; also
+// makes mi_usable_size exact. On by default in debug builds (CMake MI_PADDING).
+// Cost: 8 bytes per block and a check per free.
+#if !defined(MI_PADDING)
+  #if (MI_DEBUG >= 1)
+    #define MI_PADDING 1
+  #else
+    #define MI_PADDING 0
+  #endif
+#endif
+
+// MI_ENCODE_FREELIST: free-list links are stored encoded with per-page keys
+// and checked on decode (corruption detection; double-free detection builds
+// on it). On in debug builds, with padding, and in secure builds (level 3+).
+// Cost: a few instructions per malloc and free, 16 bytes per page descriptor.
+#if (MI_SECURE >= 3) || (MI_DEBUG >= 1) || (MI_PADDING > 0)
+  #define MI_ENCODE_FREELIST 1
+#endif
+
+// Debug fill patterns: fresh (uninitialised) memory, freed memory, padding.
+#define MI_DEBUG_UNINIT     (0xD0)
+#define MI_DEBUG_FREED      (0xDF)
+#define MI_DEBUG_PADDING    (0xDE)
+
 // MI_STAT: 1 = the slow-path counters (always on); 2 = also per size class and
 // per allocation (debug builds; every malloc/free updates thread-local counters).
 #if !defined(MI_STAT)
@@ -97,7 +122,20 @@
 
 #define MI_SMALL_WSIZE_MAX                (128)
 #define MI_SMALL_SIZE_MAX                 (MI_SMALL_WSIZE_MAX*sizeof(void*))
-#define MI_PAGES_DIRECT                   (MI_SMALL_WSIZE_MAX + 1)
+
+// The padding trailer of a block (MI_PADDING).
+typedef struct mi_padding_s {
+  uint32_t canary;   // encoded block address: must be intact on free
+  uint32_t delta;    // bytes between the end of the user data and the trailer
+} mi_padding_t;
+#if (MI_PADDING > 0)
+  #define MI_PADDING_SIZE   (sizeof(mi_padding_t))
+  #define MI_PADDING_WSIZE  ((MI_PADDING_SIZE + MI_INTPTR_SIZE - 1) / MI_INTPTR_SIZE)
+#else
+  #define MI_PADDING_SIZE   (0)
+  #define MI_PADDING_WSIZE  (0)
+#endif
+#define MI_PAGES_DIRECT                   (MI_SMALL_WSIZE_MAX + MI_PADDING_WSIZE + 1)
 
 // Used as the page's block size for huge blocks whose size does not fit 32 bits.
 #define MI_HUGE_BLOCK_SIZE                ((uint32_t)MI_HUGE_OBJ_SIZE_MAX)
@@ -156,7 +194,8 @@ typedef _Atomic(uint8_t) mi_page_flags_t;
 // Pages
 // ------------------------------------------------------
 
-// A page: a run of equal-sized blocks inside a segment. 64 bytes on 64-bit.
+// A page: a run of equal-sized blocks inside a segment. 64 bytes on 64-bit
+// (80 with encoded free lists).
 // Invariants (owner thread's view, after collecting thread_free):
 //   used + |free| + |local_free| == capacity <= reserved;
 //   used counts blocks handed out (including those sitting in thread_free);
@@ -177,6 +216,9 @@ typedef struct mi_page_s {
   uint8_t  retire_expire:7;     // retire countdown (0 = not retired)
 
   mi_block_t* free;             // allocation list (owner only)
+  #if defined(MI_ENCODE_FREELIST)
+  uintptr_t keys[2];            // per-page keys of the encoded free lists
+  #endif
   uint32_t used;                // blocks in use; while unused: the reset expiry time in ms
   uint32_t xblock_size;         // block size, or MI_HUGE_BLOCK_SIZE (then derive from the segment)
   mi_block_t* local_free;       // blocks freed by the owner (owner only)

@@ -264,11 +264,11 @@ void _mi_heap_delayed_free(mi_heap_t* heap) {
   while (block != NULL && !mi_atomic_cas_weak_acq_rel(&heap->thread_delayed_free, &block, NULL)) { /* retry */ }
   // and free each block; one whose page is busy goes back on the list
   while (block != NULL) {
-    mi_block_t* next = (mi_block_t*)block->next;
+    mi_block_t* next = mi_block_nextx(heap, block, heap->keys);
     if (!_mi_free_delayed_block(block)) {
       mi_block_t* dfree = mi_atomic_load_relaxed(&heap->thread_delayed_free);
       do {
-        block->next = (uintptr_t)dfree;
+        mi_block_set_nextx(heap, block, dfree, heap->keys);
       } while (!mi_atomic_cas_weak_release(&heap->thread_delayed_free, &dfree, block));
     }
     block = next;
@@ -355,6 +355,10 @@ static void mi_page_init(mi_heap_t* heap, mi_page_t* page, size_t block_size) {
   _mi_segment_page_start(segment, page, page->xblock_size, &page_size, NULL);
   const size_t bsize = (sentinel ? page_size : block_size);
   page->reserved = (uint16_t)(page_size / bsize);
+  #if defined(MI_ENCODE_FREELIST)
+  page->keys[0] = _mi_heap_random_next(heap);
+  page->keys[1] = _mi_heap_random_next(heap);
+  #endif
   page->is_zero = page->is_zero_init;
   mi_assert_internal(page->capacity == 0);
   mi_assert_internal(page->free == NULL);

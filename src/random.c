@@ -13,10 +13,6 @@
 #include "mimalloc-internal.h"
 #include "prim/prim.h"
 
-static inline uint64_t mi_rotl(uint64_t x, int k) {
-  return (x << k) | (x >> (64 - k));
-}
-
 static uint64_t mi_splitmix64(uint64_t* state) {
   uint64_t z = (*state += 0x9E3779B97F4A7C15ULL);
   z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
