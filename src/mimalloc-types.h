@@ -340,7 +340,7 @@ typedef struct mi_stats_s {
   mi_stat_count_t touched;           // bytes of page area threaded into free lists
   mi_stat_count_t segments_abandoned;
   mi_stat_count_t pages_abandoned;
-  mi_stat_count_t segments_cached;   // freed segments whose purge is pending
+  mi_stat_count_t segments_cached;   // segments in threads' segment caches
   mi_stat_count_t threads;
   mi_stat_count_t huge;              // huge blocks up to 64 MiB (bytes)
   mi_stat_count_t giant;             // larger blocks (bytes)
@@ -380,6 +380,8 @@ typedef struct mi_segments_tld_s {
   size_t peak_count;
   size_t current_size;                 // bytes of segments owned
   size_t peak_size;
+  mi_segment_t* cache;                 // freed segments kept for reuse (segment_cache option)
+  size_t cache_count;
   size_t region_cursor;                // where this thread last found region space
   size_t reclaim_cursor;               // where the abandoned-segment scan continues
 } mi_segments_tld_t;

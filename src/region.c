@@ -193,10 +193,9 @@ static void mi_regions_free_unused(void) {
     // nobody can claim blocks now: retire the slot and unmap
     void* start = (void*)mi_atomic_load_acquire(&region->start);
     mi_atomic_store_release(&region->state, MI_REGION_DEAD);
-    const uintptr_t pending = mi_atomic_exchange_acq_rel(&region->purge, 0);
+    mi_atomic_store_relaxed(&region->purge, 0);
     const uintptr_t purged = mi_atomic_exchange_acq_rel(&region->purged, 0);
     mi_atomic_store_relaxed(&region->purge_expire, 0);
-    if (pending != 0) mi_stat_decrease(NULL, segments_cached, mi_popcount(pending));
     if (purged != 0) mi_stat_decrease(NULL, reset, mi_popcount(purged) * MI_SEGMENT_SIZE);
     const size_t committed = mi_popcount(mi_atomic_load_relaxed(&region->commit)) * MI_SEGMENT_SIZE;
     _mi_os_free_ex(start, MI_REGION_SIZE, committed);
@@ -214,8 +213,7 @@ static void* mi_region_claimed(size_t idx, size_t bitidx, size_t blocks, bool co
   uint8_t* start = (uint8_t*)mi_atomic_load_acquire(&region->start);
   void* p = start + (bitidx * MI_SEGMENT_SIZE);
   // re-use before expiry cancels a pending purge: no system call
-  const uintptr_t pending = mi_atomic_and_acq_rel(&region->purge, ~m) & m;
-  if (pending != 0) mi_stat_decrease(NULL, segments_cached, mi_popcount(pending));
+  mi_atomic_and_acq_rel(&region->purge, ~m);
   const uintptr_t purged = mi_atomic_and_acq_rel(&region->purged, ~m) & m;
   if (purged != 0) mi_stat_decrease(NULL, reset, mi_popcount(purged) * MI_SEGMENT_SIZE);
   const uintptr_t was_dirty = mi_atomic_or_acq_rel(&region->dirty, m) & m;
@@ -302,7 +300,6 @@ void _mi_region_free(void* p, size_t size, mi_memid_t memid, bool fully_committe
     else {
       // mark pending before releasing, so a claimer always sees (and cancels) it
       mi_atomic_or_acq_rel(&region->purge, m);
-      mi_stat_increase(NULL, segments_cached, blocks);
       int64_t expected = 0;
       mi_atomic_cas_strong_acq_rel(&region->purge_expire, &expected, _mi_prim_clock_now() + mi_region_delay());
     }
@@ -328,7 +325,6 @@ static void mi_region_purge(mem_region_t* region, int64_t now, bool force) {
     }
     // we own the blocks: purge only those still pending (a claimer may have raced us)
     const uintptr_t still = mi_atomic_and_acq_rel(&region->purge, ~m) & m;
-    if (still != 0) mi_stat_decrease(NULL, segments_cached, mi_popcount(still));
     uint8_t* start = (uint8_t*)mi_atomic_load_acquire(&region->start);
     for (uintptr_t s = still; s != 0; ) {
       const size_t i = mi_ctz(s);

@@ -315,6 +315,56 @@ static void mi_reset_delayed(mi_segments_tld_t* tld, bool force) {
 // Segment allocation and free
 // ---------------------------------------------------------------------------
 
+// ---------------------------------------------------------------------------
+// The per-thread segment cache (option segment_cache, default 0 = off): a
+// freed small, medium or large segment is kept by its thread, still owned and
+// committed, and the next segment request takes it without going to the
+// region. At most min(segment_cache, 1 + peak segments / 8) are kept; forced
+// collections and thread exit give them back.
+// ---------------------------------------------------------------------------
+
+static bool mi_segment_cache_push(mi_segment_t* segment, mi_segments_tld_t* tld) {
+  if (segment->page_kind == MI_PAGE_HUGE || segment->mem_is_fixed) return false;
+  const size_t option = (size_t)mi_option_get(mi_option_segment_cache);
+  if (option == 0) return false;
+  const size_t max = 1 + (tld->peak_count / 8);
+  if (tld->cache_count >= option || tld->cache_count >= max) return false;
+  if (!segment->mem_is_committed) return false;
+  for (size_t i = 0; i < segment->capacity; i++) {
+    mi_page_t* page = &segment->pages[i];
+    if (!page->is_committed) return false;   // only whole segments are kept
+  }
+  for (size_t i = 0; i < segment->capacity; i++) {
+    mi_page_t* page = &segment->pages[i];
+    if (page->is_reset) { mi_page_unreset_stat(segment, page); page->is_reset = false; }
+  }
+  segment->next = tld->cache;
+  segment->prev = NULL;
+  tld->cache = segment;
+  tld->cache_count++;
+  mi_stat_increase(&_mi_segments_tld_stats(tld), segments_cached, 1);
+  return true;
+}
+
+static mi_segment_t* mi_segment_cache_pop(mi_segments_tld_t* tld) {
+  mi_segment_t* segment = tld->cache;
+  if (segment == NULL) return NULL;
+  tld->cache = segment->next;
+  tld->cache_count--;
+  segment->next = NULL;
+  mi_stat_decrease(&_mi_segments_tld_stats(tld), segments_cached, 1);
+  return segment;
+}
+
+static void mi_segment_os_free(mi_segment_t* segment, bool purge_now, mi_stats_t* stats);
+
+static void mi_segment_cache_flush(mi_segments_tld_t* tld) {
+  mi_segment_t* segment;
+  while ((segment = mi_segment_cache_pop(tld)) != NULL) {
+    mi_segment_os_free(segment, false, &_mi_segments_tld_stats(tld));
+  }
+}
+
 // Allocate a segment: `required` > 0 for a huge segment, `page_alignment` >
 // MI_ALIGNMENT_MAX_IN_SEGMENT for a big-alignment one.
 static mi_segment_t* mi_segment_alloc(size_t required, mi_page_kind_t page_kind, size_t page_shift,
@@ -355,8 +405,16 @@ static mi_segment_t* mi_segment_alloc(size_t required, mi_page_kind_t page_kind,
   mi_memid_t memid = { 0, 0 };
   bool is_committed = false, is_large = false, is_zero = false;
   size_t mem_size;
-  mi_segment_t* segment;
-  if (big_aligned) {
+  mi_segment_t* segment = NULL;
+  if (page_kind != MI_PAGE_HUGE && (segment = mi_segment_cache_pop(tld)) != NULL) {
+    // a cached segment of this thread: committed, not known zero
+    memid = segment->memid;
+    mem_size = segment->mem_size;
+    is_committed = true;
+    mi_stat_decrease(&_mi_segments_tld_stats(tld), segments, 1);   // counted again below
+    _mi_segment_map_freed_at(segment);
+  }
+  else if (big_aligned) {
     mem_size = segment_size;
     const size_t os_offset = (block_ofs + align_offset) % page_alignment;   // a multiple of the segment size
     segment = (mi_segment_t*)_mi_os_alloc_aligned_at(mem_size, page_alignment, os_offset, true, false, &is_large, &is_zero);
@@ -449,6 +507,7 @@ static void mi_segment_free(mi_segment_t* segment, bool force, mi_segments_tld_t
   mi_pages_reset_remove_all_in_segment(segment, false, tld);
   mi_segment_remove_from_free_queue(segment, tld);
   mi_segments_track_size(-((long)segment->segment_size), tld);
+  if (!force && mi_segment_cache_push(segment, tld)) return;
   mi_segment_os_free(segment, force, &_mi_segments_tld_stats(tld));
 }
 
@@ -796,6 +855,7 @@ mi_page_t* _mi_segment_page_alloc(mi_heap_t* heap, size_t block_size, size_t pag
 
 void _mi_segments_collect(bool force, mi_segments_tld_t* tld) {
   mi_reset_delayed(tld, force);
+  if (force) mi_segment_cache_flush(tld);
 }
 
 // The segment of a block whose address is exactly segment-unit aligned: only
