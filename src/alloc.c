@@ -408,6 +408,12 @@ void mi_free(void* p) mi_attr_noexcept {
   }
   #endif
   mi_page_t* const page = _mi_segment_page_of(segment, p);
+  #if (MI_DEBUG > 0)
+  if (mi_unlikely(((uintptr_t)p & (MI_INTPTR_SIZE - 1)) != 0 && !mi_page_has_aligned(page))) {
+    _mi_error_message(EINVAL, "mi_free: invalid (unaligned) pointer: %p\n", p);
+    return;
+  }
+  #endif
   const uintptr_t tid = _mi_thread_id();
   if (mi_likely(tid == mi_atomic_load_relaxed(&segment->thread_id) && mi_page_flags(page) == 0)) {
     mi_block_t* const block = (mi_block_t*)p;
@@ -446,9 +452,25 @@ mi_page_t* _mi_ptr_page_of(const void* p) {
 }
 
 size_t _mi_usable_size_of(const void* p) {
+  #if (MI_DEBUG > 0)
+  // debug builds validate the pointer first, as free does
+  if (p != NULL) {
+    const mi_segment_t* s = _mi_ptr_segment(p);
+    if ((const void*)s != p && !_mi_segment_map_contains(s)) {
+      _mi_error_message(EINVAL, "mi_usable_size: invalid pointer (not allocated by mimalloc): %p\n", p);
+      return 0;
+    }
+  }
+  #endif
   mi_segment_t* segment;
   const mi_page_t* page = mi_checked_ptr_page(p, &segment);
   if (page == NULL) return 0;
+  #if (MI_DEBUG > 0)
+  if (((uintptr_t)p & (MI_INTPTR_SIZE - 1)) != 0 && !mi_page_has_aligned(page)) {
+    _mi_error_message(EINVAL, "mi_usable_size: invalid (unaligned) pointer: %p\n", p);
+    return 0;
+  }
+  #endif
   #if (MI_PADDING > 0)
   // exact: the size the user asked for
   const mi_block_t* block = (mi_page_has_aligned(page) ? _mi_page_ptr_unalign(segment, page, p) : (const mi_block_t*)p);

@@ -170,8 +170,13 @@ static void mi_out_buf_flush(mi_output_fun* out, bool no_more_buf, void* arg) {
 static mi_output_fun* volatile mi_out_default = &mi_out_buf;   // until the library is loaded
 static void* volatile mi_out_arg;
 
+// The library is loaded: what was buffered so far goes to stderr too, and
+// from now on messages go to stderr (and the buffer, for a later registration).
 void _mi_out_init(void) {
-  if (mi_out_default == &mi_out_buf) mi_out_default = &mi_out_buf_stderr;
+  if (mi_out_default == &mi_out_buf) {
+    mi_out_buf_flush(&mi_out_stderr, false, NULL);
+    mi_out_default = &mi_out_buf_stderr;
+  }
 }
 
 static mi_output_fun* mi_out_get_default(void** parg) {

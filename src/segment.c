@@ -191,7 +191,6 @@ static void mi_segments_track_size(long segment_size, mi_segments_tld_t* tld) {
 // ---------------------------------------------------------------------------
 
 static void mi_page_reset(mi_segment_t* segment, mi_page_t* page) {
-  mi_assert_internal(page->is_committed);
   if (segment->mem_is_fixed || page->is_reset || !page->is_committed) return;
   size_t psize;
   uint8_t* start = _mi_segment_page_start(segment, page, 0, &psize, NULL);
@@ -592,12 +591,15 @@ void _mi_segment_page_free(mi_page_t* page, bool force, mi_segments_tld_t* tld) 
 static void mi_segment_abandon(mi_segment_t* segment, mi_segments_tld_t* tld) {
   mi_assert_internal(segment->used == segment->abandoned && segment->used > 0);
   mi_reset_delayed(tld, false);
-  // free pages of an abandoned segment are purged now: nobody will use them soon
-  mi_pages_reset_remove_all_in_segment(segment, true, tld);
-  if (mi_option_get(mi_option_abandoned_page_reset)) {
+  // the free pages leave this thread's reset queue; with abandoned_page_reset
+  // every free page is purged now (nobody will use them soon), otherwise they
+  // stay as they are until the segment is reclaimed or freed
+  const bool reset = (mi_option_is_enabled(mi_option_abandoned_page_reset));
+  mi_pages_reset_remove_all_in_segment(segment, reset, tld);
+  if (reset) {
     for (size_t i = 0; i < segment->capacity; i++) {
       mi_page_t* page = &segment->pages[i];
-      if (!page->segment_in_use) mi_page_reset(segment, page);
+      if (!page->segment_in_use && page->is_committed) mi_page_reset(segment, page);
     }
   }
   mi_segment_remove_from_free_queue(segment, tld);

@@ -309,6 +309,7 @@ void mi_stats_print(void* out) mi_attr_noexcept {
 }
 
 void mi_thread_stats_print_out(mi_output_fun* out, void* arg) mi_attr_noexcept {
+  mi_thread_init();   // a thread that never allocated prints zeros
   mi_stats_t* stats = mi_stats_get_default();
   if (stats == NULL) return;
   mi_printer_t p = { out, arg };
@@ -360,7 +361,7 @@ void mi_stats_reset(void) mi_attr_noexcept {
     mi_stats_reset_block(stats);
   }
   mi_stats_reset_block(&_mi_stats_main);
-  mi_clock_start_ms = _mi_prim_clock_now();
+  _mi_clock_start();   // the elapsed clock starts on first use only
 }
 
 // ---------------------------------------------------------------------------
@@ -379,9 +380,13 @@ void mi_process_info(size_t* elapsed_msecs, size_t* user_msecs, size_t* system_m
   if (elapsed_msecs != NULL) *elapsed_msecs = (size_t)(elapsed < 0 ? 0 : elapsed);
   if (user_msecs != NULL) *user_msecs = (size_t)usage.ru_utime.tv_sec * 1000 + (size_t)usage.ru_utime.tv_usec / 1000;
   if (system_msecs != NULL) *system_msecs = (size_t)usage.ru_stime.tv_sec * 1000 + (size_t)usage.ru_stime.tv_usec / 1000;
-  if (peak_rss != NULL) *peak_rss = (size_t)usage.ru_maxrss * 1024;   // Linux: KiB
+  // Linux updates ru_maxrss lazily: the current size may be ahead of it
+  const size_t rss = _mi_prim_current_rss();
+  size_t peak = (size_t)usage.ru_maxrss * 1024;   // Linux: KiB
+  if (peak < rss) peak = rss;
+  if (peak_rss != NULL) *peak_rss = peak;
   if (page_faults != NULL) *page_faults = (size_t)usage.ru_majflt;
-  if (current_rss != NULL) *current_rss = _mi_prim_current_rss();
+  if (current_rss != NULL) *current_rss = rss;
   if (current_commit != NULL) *current_commit = (size_t)(committed < 0 ? 0 : committed);
   if (peak_commit != NULL) *peak_commit = (size_t)(committed_peak < 0 ? 0 : committed_peak);
 }

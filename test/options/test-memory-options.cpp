@@ -1,0 +1,375 @@
+/* ----------------------------------------------------------------------------
+  test-memory-options.cpp -- the options that decide when memory is
+  committed, reset and kept (api.md §9.2), shown in child processes through
+  what the OS reports (/proc/self/statm, /proc/self/maps) and through the
+  statistics (committed, reset, -cached):
+
+    page_reset, reset_delay     free pages are purged after the delay, or never
+    reset_decommits             purged pages become inaccessible ("---p") and
+                                leave the 'committed' figure
+    segment_reset               freed segments are purged at once
+    eager_commit                segments are committed whole when allocated
+    eager_commit_delay          a thread's first N segments commit page by page
+    eager_region_commit         a region is committed whole when created
+    abandoned_page_reset        free pages of an ended thread's segments
+    segment_cache               freed segments kept by their thread and reused
+
+  Every child allocates, frees and measures with `take_snapshot`, which does
+  not allocate (so the measurement does not move what it measures).
+-----------------------------------------------------------------------------*/
+#include <gtest/gtest.h>
+#include <mimalloc.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cstdlib>
+#include <ctime>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "options-util.h"
+
+using namespace mitest;
+
+namespace {
+
+long now_ms() {
+  struct timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return (long)t.tv_sec * 1000 + t.tv_nsec / 1000000;
+}
+
+long arg_long(int argc, char** argv, int i, long dflt) {
+  return (argc > i ? strtol(argv[i], nullptr, 10) : dflt);
+}
+
+Snapshot snap[6];
+void* blocks[4096];
+
+}  // namespace
+
+// Fill ~3 MiB of small pages, free all but the first and last block (the
+// segments stay), then look right away and again after argv[0] ms.
+MI_CHILD(small_pages) {
+  const long wait = arg_long(argc, argv, 0, 0);
+  const size_t n = 3000, bsize = 1000;
+  for (size_t i = 0; i < n; i++) { blocks[i] = mi_malloc(dyn(bsize)); memset(opaque(blocks[i]), 0x5A, bsize); }
+  void* probe = blocks[n / 2];
+  take_snapshot(&snap[0], probe);
+  const long t0 = now_ms();
+  for (size_t i = 1; i + 1 < n; i++) mi_free(blocks[i]);
+  mi_collect(false);
+  take_snapshot(&snap[1], probe);
+  const long t1 = now_ms();
+  sleep_ms(wait);
+  mi_collect(false);
+  take_snapshot(&snap[2], probe);
+  emit_snapshot("full", snap[0]);
+  emit_snapshot("freed", snap[1]);
+  emit_snapshot("waited", snap[2]);
+  emit("free_ms", t1 - t0);
+  mi_free(blocks[0]);
+  mi_free(blocks[n - 1]);
+  return 0;
+}
+
+// The commit of a fresh thread's first two segments (small, then medium).
+MI_CHILD(first_segments) {
+  (void)argc; (void)argv;
+  void* p = mi_malloc(dyn(32));
+  const size_t start = current_commit();
+  size_t c0 = 0, c1 = 0, c2 = 0;
+  std::thread t([&] {
+    c0 = current_commit();
+    void* a = mi_malloc(dyn(32));          // the thread's first segment: small pages
+    c1 = current_commit();
+    void* b = mi_malloc(dyn(64 * KiB));    // its second: medium pages
+    c2 = current_commit();
+    mi_free(a);
+    mi_free(b);
+  });
+  t.join();
+  mi_free(p);
+  emit("start_commit", (long long)start);
+  emit("first_delta", (long long)(c1 - c0));
+  emit("second_delta", (long long)(c2 - c1));
+  return 0;
+}
+
+// A huge block (its own segment) freed: look at once, after argv[0] ms and
+// a mi_collect(false), and after mi_collect(true).
+MI_CHILD(huge_free) {
+  const long wait = arg_long(argc, argv, 0, 0);
+  const size_t size = 8 * MiB;
+  void* p = mi_malloc(dyn(size));
+  memset(opaque(p), 0x5A, size);
+  take_snapshot(&snap[0], p);
+  const long t0 = now_ms();
+  mi_free(p);
+  take_snapshot(&snap[1], p);
+  const long t1 = now_ms();
+  sleep_ms(wait);
+  mi_collect(false);
+  take_snapshot(&snap[2], p);
+  mi_collect(true);
+  take_snapshot(&snap[3], p);
+  emit_snapshot("full", snap[0]);
+  emit_snapshot("freed", snap[1]);
+  emit_snapshot("waited", snap[2]);
+  emit_snapshot("forced", snap[3]);
+  emit("free_ms", t1 - t0);
+  return 0;
+}
+
+// A thread fills small pages, frees all but two blocks, and ends: its
+// segments are abandoned with many free (not yet reset) pages.
+MI_CHILD(abandon) {
+  (void)argc; (void)argv;
+  std::atomic<int> state(0);
+  void* kept[2] = { nullptr, nullptr };
+  std::thread t([&] {
+    const size_t n = 2000, bsize = 1000;
+    static void* local[2000];
+    for (size_t i = 0; i < n; i++) { local[i] = mi_malloc(dyn(bsize)); memset(opaque(local[i]), 0x5A, bsize); }
+    for (size_t i = 1; i + 1 < n; i++) mi_free(local[i]);
+    kept[0] = local[0];
+    kept[1] = local[n - 1];
+    state.store(1);
+    while (state.load() != 2) sleep_ms(1);
+  });
+  while (state.load() != 1) sleep_ms(1);
+  take_snapshot(&snap[0], nullptr);
+  state.store(2);
+  t.join();
+  take_snapshot(&snap[1], nullptr);
+  emit_snapshot("before", snap[0]);
+  emit_snapshot("after", snap[1]);
+  mi_free(kept[0]);
+  mi_free(kept[1]);
+  return 0;
+}
+
+// 17 large blocks (one segment each); 16 freed (one stays, so no page is
+// retired); after argv[0] ms and mi_collect(false), two are allocated again.
+MI_CHILD(segment_cache) {
+  const long wait = arg_long(argc, argv, 0, 0);
+  const size_t n = 17, size = 1900 * KiB;   // one block per (large) segment
+  take_snapshot(&snap[0], nullptr);
+  for (size_t i = 0; i < n; i++) { blocks[i] = mi_malloc(dyn(size)); memset(opaque(blocks[i]), 0x5A, 4096); }
+  take_snapshot(&snap[1], nullptr);
+  for (size_t i = 1; i < n; i++) mi_free(blocks[i]);
+  take_snapshot(&snap[2], nullptr);
+  sleep_ms(wait);
+  mi_collect(false);
+  take_snapshot(&snap[3], nullptr);
+  void* a = mi_malloc(dyn(size));
+  void* b = mi_malloc(dyn(size));
+  take_snapshot(&snap[4], nullptr);
+  mi_collect(true);
+  take_snapshot(&snap[5], nullptr);
+  emit_snapshot("start", snap[0]);
+  emit_snapshot("full", snap[1]);
+  emit_snapshot("freed", snap[2]);
+  emit_snapshot("waited", snap[3]);
+  emit_snapshot("reused", snap[4]);
+  emit_snapshot("forced", snap[5]);
+  mi_free(a);
+  mi_free(b);
+  mi_free(blocks[0]);
+  take_snapshot(&snap[2], nullptr);
+  // a thread's cache is given back when the thread ends
+  std::thread t([&] {
+    for (size_t i = 0; i < n; i++) blocks[i] = mi_malloc(dyn(size));
+    for (size_t i = 1; i < n; i++) mi_free(blocks[i]);
+    take_snapshot(&snap[0], nullptr);
+    mi_free(blocks[0]);
+  });
+  t.join();
+  take_snapshot(&snap[1], nullptr);
+  emit_snapshot("pre_thread", snap[2]);
+  emit_snapshot("in_thread", snap[0]);
+  emit_snapshot("thread_done", snap[1]);
+  return 0;
+}
+
+// ------------------------------------------------------
+// Tests
+// ------------------------------------------------------
+
+namespace {
+
+// Runs a scenario and fails the test (returning false) if the child did not
+// exit normally with 0.
+bool run_ok(ChildResult* r, const std::string& scenario, const std::vector<std::string>& env,
+            const std::vector<std::string>& args = {}) {
+  *r = run_child(scenario, env, args);
+  EXPECT_TRUE(r->exited && r->code == 0) << r->describe();
+  return (r->exited && r->code == 0);
+}
+
+constexpr long long kFreedSmall = 2 * (long long)MiB;   // small_pages frees ~2.9 MiB of touched pages
+
+}  // namespace
+
+TEST(OptionPageReset, FreePagesArePurgedAfterTheDelay) {
+  ChildResult r;
+  if (!run_ok(&r, "small_pages", { "MIMALLOC_RESET_DELAY=500" }, { "650" })) return;
+  if (r.num("free_ms") >= 400) GTEST_SKIP() << "the machine is too slow to look before the delay ends";
+  // right after the frees (and a mi_collect(false)) nothing is purged yet
+  EXPECT_GT(r.num("freed.rss"), r.num("full.rss") - (long long)(512 * KiB)) << r.describe();
+  EXPECT_LT(r.num("freed.reset"), (long long)(256 * KiB)) << r.describe();
+  // after the delay, the next mi_collect(false) purges them
+  EXPECT_LT(r.num("waited.rss"), r.num("full.rss") - kFreedSmall) << r.describe();
+  EXPECT_GE(r.num("waited.reset"), kFreedSmall) << r.describe();
+  EXPECT_EQ(r.str("waited.perms"), "rw-p") << r.describe();   // purged, still accessible
+}
+
+TEST(OptionPageReset, DefaultDelayPurgesWithinAFewHundredMilliseconds) {
+  ChildResult r;
+  if (!run_ok(&r, "small_pages", {}, { "300" })) return;
+  EXPECT_LT(r.num("waited.rss"), r.num("full.rss") - kFreedSmall) << r.describe();
+  EXPECT_GE(r.num("waited.reset"), kFreedSmall) << r.describe();
+}
+
+TEST(OptionPageReset, OffKeepsFreePagesResident) {
+  ChildResult r;
+  if (!run_ok(&r, "small_pages", { "MIMALLOC_PAGE_RESET=0", "MIMALLOC_RESET_DELAY=20" }, { "120" })) return;
+  EXPECT_GT(r.num("waited.rss"), r.num("full.rss") - (long long)(512 * KiB)) << r.describe();
+  EXPECT_LT(r.num("waited.reset"), (long long)(256 * KiB)) << r.describe();
+}
+
+TEST(OptionResetDelay, ZeroPurgesAtOnce) {
+  ChildResult r;
+  if (!run_ok(&r, "small_pages", { "MIMALLOC_RESET_DELAY=0" }, { "0" })) return;
+  EXPECT_LT(r.num("freed.rss"), r.num("full.rss") - kFreedSmall) << r.describe();
+  EXPECT_GE(r.num("freed.reset"), kFreedSmall) << r.describe();
+}
+
+TEST(OptionResetDecommits, PurgedPagesBecomeInaccessible) {
+  ChildResult r;
+  if (!run_ok(&r, "small_pages", { "MIMALLOC_RESET_DECOMMITS=1", "MIMALLOC_RESET_DELAY=0" }, { "0" })) return;
+  EXPECT_EQ(r.str("full.perms"), "rw-p") << r.describe();
+  EXPECT_EQ(r.str("freed.perms"), "---p") << r.describe();
+  EXPECT_GE(r.num("freed.noaccess"), r.num("full.noaccess") + kFreedSmall) << r.describe();
+  EXPECT_LE(r.num("freed.commit"), r.num("full.commit") - kFreedSmall) << r.describe();
+  EXPECT_LT(r.num("freed.rss"), r.num("full.rss") - kFreedSmall) << r.describe();
+}
+
+TEST(OptionResetDecommits, OffPurgesButKeepsPagesCommitted) {
+  ChildResult r;
+  if (!run_ok(&r, "small_pages", { "MIMALLOC_RESET_DECOMMITS=0", "MIMALLOC_RESET_DELAY=0" }, { "0" })) return;
+  EXPECT_EQ(r.str("freed.perms"), "rw-p") << r.describe();
+  EXPECT_GE(r.num("freed.commit"), r.num("full.commit")) << r.describe();
+  EXPECT_LT(r.num("freed.rss"), r.num("full.rss") - kFreedSmall) << r.describe();
+}
+
+TEST(OptionEagerCommit, SegmentsAreCommittedWholeByDefault) {
+  // a thread's first segment commits page by page (eager_commit_delay=1),
+  // its second one whole (4 MiB)
+  ChildResult r;
+  if (!run_ok(&r, "first_segments", {})) return;
+  EXPECT_LT(r.num("first_delta"), (long long)MiB) << r.describe();
+  EXPECT_GE(r.num("second_delta"), (long long)(4 * MiB)) << r.describe();
+}
+
+TEST(OptionEagerCommit, OffCommitsPageByPage) {
+  ChildResult r;
+  if (!run_ok(&r, "first_segments", { "MIMALLOC_EAGER_COMMIT=0" })) return;
+  EXPECT_LT(r.num("first_delta"), (long long)MiB) << r.describe();
+  EXPECT_LT(r.num("second_delta"), (long long)MiB) << r.describe();
+}
+
+TEST(OptionEagerCommitDelay, ZeroCommitsTheFirstSegmentWhole) {
+  ChildResult r;
+  if (!run_ok(&r, "first_segments", { "MIMALLOC_EAGER_COMMIT_DELAY=0", "MIMALLOC_EAGER_REGION_COMMIT=0" })) return;
+  EXPECT_GE(r.num("first_delta"), (long long)(4 * MiB)) << r.describe();
+}
+
+TEST(OptionEagerCommitDelay, TwoDelaysTheSecondSegmentToo) {
+  ChildResult r;
+  if (!run_ok(&r, "first_segments", { "MIMALLOC_EAGER_COMMIT_DELAY=2" })) return;
+  EXPECT_LT(r.num("first_delta"), (long long)MiB) << r.describe();
+  EXPECT_LT(r.num("second_delta"), (long long)MiB) << r.describe();
+}
+
+TEST(OptionEagerRegionCommit, FirstCommittingRequestCommitsTheWholeRegion) {
+  // with eager_commit_delay=0 the very first segment asks for committed
+  // memory: the 256 MiB region it creates is committed whole
+  ChildResult on;
+  if (!run_ok(&on, "first_segments", { "MIMALLOC_EAGER_COMMIT_DELAY=0" })) return;
+  EXPECT_GE(on.num("start_commit"), (long long)(256 * MiB)) << on.describe();
+  ChildResult off;
+  if (!run_ok(&off, "first_segments", { "MIMALLOC_EAGER_COMMIT_DELAY=0", "MIMALLOC_EAGER_REGION_COMMIT=0" })) return;
+  EXPECT_LT(off.num("start_commit"), (long long)(64 * MiB)) << off.describe();
+}
+
+TEST(OptionSegmentReset, FreedSegmentIsPurgedAtOnce) {
+  ChildResult r;
+  if (!run_ok(&r, "huge_free", { "MIMALLOC_SEGMENT_RESET=1", "MIMALLOC_RESET_DELAY=10000" }, { "0" })) return;
+  EXPECT_LT(r.num("freed.rss"), r.num("full.rss") - (long long)(6 * MiB)) << r.describe();
+  EXPECT_GE(r.num("freed.reset"), (long long)(8 * MiB)) << r.describe();
+}
+
+TEST(OptionSegmentReset, OffWaitsForTheDelayOrAForcedCollect) {
+  ChildResult r;
+  if (!run_ok(&r, "huge_free", { "MIMALLOC_SEGMENT_RESET=0", "MIMALLOC_RESET_DELAY=10000" }, { "0" })) return;
+  EXPECT_GT(r.num("freed.rss"), r.num("full.rss") - (long long)MiB) << r.describe();
+  EXPECT_GT(r.num("waited.rss"), r.num("full.rss") - (long long)MiB) << "mi_collect(false) before the delay\n" << r.describe();
+  EXPECT_LT(r.num("forced.rss"), r.num("full.rss") - (long long)(6 * MiB)) << "mi_collect(true)\n" << r.describe();
+}
+
+TEST(OptionResetDelay, FreedSegmentIsPurgedAfterTheDelay) {
+  ChildResult r;
+  if (!run_ok(&r, "huge_free", { "MIMALLOC_RESET_DELAY=300" }, { "400" })) return;
+  if (r.num("free_ms") >= 250) GTEST_SKIP() << "the machine is too slow to look before the delay ends";
+  EXPECT_GT(r.num("freed.rss"), r.num("full.rss") - (long long)MiB) << r.describe();
+  EXPECT_LT(r.num("waited.rss"), r.num("full.rss") - (long long)(6 * MiB)) << r.describe();
+}
+
+TEST(OptionAbandonedPageReset, FreePagesOfAnEndedThreadArePurged) {
+  // the free pages of the ended thread's segments are purged when the thread
+  // ends, long before their reset delay
+  ChildResult r;
+  if (!run_ok(&r, "abandon", { "MIMALLOC_ABANDONED_PAGE_RESET=1", "MIMALLOC_RESET_DELAY=10000" })) return;
+  EXPECT_LT(r.num("after.rss"), r.num("before.rss") - (long long)MiB) << r.describe();
+  EXPECT_GE(r.num("after.reset"), r.num("before.reset") + (long long)MiB) << r.describe();
+}
+
+TEST(OptionSegmentCache, OffKeepsNothing) {
+  ChildResult r;
+  if (!run_ok(&r, "segment_cache", { "MIMALLOC_RESET_DELAY=10" }, { "50" })) return;
+  EXPECT_EQ(r.num("freed.cached"), 0) << r.describe();
+  EXPECT_EQ(r.num("waited.cached"), 0) << r.describe();
+  EXPECT_EQ(r.num("reused.cached"), 0) << r.describe();
+}
+
+TEST(OptionSegmentCache, KeepsNSegmentsAndReusesThem) {
+  ChildResult r;
+  if (!run_ok(&r, "segment_cache", { "MIMALLOC_RESET_DELAY=10", "MIMALLOC_SEGMENT_CACHE=2" }, { "50" })) return;
+  EXPECT_EQ(r.num("full.segments"), r.num("start.segments") + 17) << r.describe();
+  EXPECT_EQ(r.num("freed.cached"), 2) << r.describe();
+  EXPECT_EQ(r.num("waited.cached"), 2) << "kept past the purge delay\n" << r.describe();
+  EXPECT_EQ(r.num("reused.cached"), 0) << "the next two segments come from the cache\n" << r.describe();
+  EXPECT_EQ(r.num("forced.cached"), 0) << r.describe();
+}
+
+TEST(OptionSegmentCache, LimitedToOnePlusAnEighthOfThePeak) {
+  ChildResult r;
+  if (!run_ok(&r, "segment_cache", { "MIMALLOC_RESET_DELAY=10", "MIMALLOC_SEGMENT_CACHE=10" }, { "50" })) return;
+  const long long peak = r.num("full.segments");
+  const long long limit = std::min(10LL, 1 + peak / 8);
+  EXPECT_LT(limit, 10) << r.describe();
+  EXPECT_EQ(r.num("freed.cached"), limit) << r.describe();
+  EXPECT_EQ(r.num("waited.cached"), limit) << r.describe();
+  EXPECT_EQ(r.num("reused.cached"), limit - 2) << r.describe();
+  EXPECT_EQ(r.num("forced.cached"), 0) << "mi_collect(true) gives them back\n" << r.describe();
+}
+
+TEST(OptionSegmentCache, GivenBackWhenTheThreadEnds) {
+  ChildResult r;
+  if (!run_ok(&r, "segment_cache", { "MIMALLOC_RESET_DELAY=10", "MIMALLOC_SEGMENT_CACHE=2" }, { "0" })) return;
+  // (the main thread's own cache is whatever it is: compare with it)
+  EXPECT_EQ(r.num("in_thread.cached"), r.num("pre_thread.cached") + 2) << r.describe();
+  EXPECT_EQ(r.num("thread_done.cached"), r.num("pre_thread.cached")) << r.describe();
+}
