@@ -121,18 +121,20 @@ class Worker {
       : id_(id), items_(items), rng_(static_cast<uint64_t>(id) + 1), table_(std::move(table)), in_(in), out_(out) {}
 
   void run() {
+    bool done = false;  // seen the end marker of our producer?
     for (uint64_t i = 0; i < items_; i++) {
       out_->push(make(i));
       std::unique_ptr<Item> it;
-      while (in_->try_pop(it)) consume(std::move(it));
+      while (!done && in_->try_pop(it)) {
+        if (it->last) done = true; else consume(std::move(it));
+      }
     }
     auto end = std::make_unique<Item>();
     end->last = true;
     out_->push(std::move(end));
-    for (;;) {  // drain until the producer's end marker
+    while (!done) {  // drain until the producer's end marker
       std::unique_ptr<Item> it = in_->pop();
-      if (it->last) break;
-      consume(std::move(it));
+      if (it->last) done = true; else consume(std::move(it));
     }
     res_.map_size = counts_.size();
     res_.umap_size = groups_.size();

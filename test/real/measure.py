@@ -4,8 +4,9 @@
 usage: measure.py META STDOUT STDERR TIMEOUT_S CWD -- CMD [ARG...]
 
 CMD runs in CWD with stdout/stderr sent to the two files, in a session of
-its own so that a hang (TIMEOUT_S seconds) kills the whole process tree.
-META receives one line "exit=N wall=SECONDS maxrss_kib=N": N is the exit
+its own; after TIMEOUT_S seconds the whole process tree is killed (measure.py
+is a child subreaper, so even descendants in sessions of their own are found).
+META receives one line "exit=N wall=SECONDS maxrss_kib=K timeout=0|1": N is the exit
 code, or 128+signal if the command died of a signal (as a shell reports it),
 and maxrss_kib is the kernel's ru_maxrss from wait4(), that is the peak RSS
 of the largest single process in the tree (the command or any descendant it
@@ -21,6 +22,38 @@ import threading
 import time
 
 
+def become_subreaper():
+    """Orphaned descendants (say python -m test's -jN workers, which run in
+    sessions of their own) are reparented to us, so a timeout finds them."""
+    try:
+        import ctypes
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(36, 1, 0, 0, 0)  # PR_SET_CHILD_SUBREAPER
+    except (OSError, AttributeError):
+        pass
+
+
+def descendants(root):
+    """All processes below root (a snapshot of /proc)."""
+    children = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open("/proc/%s/stat" % entry) as f:
+                stat = f.read()
+        except OSError:
+            continue
+        ppid = int(stat.rsplit(")", 1)[1].split()[1])
+        children.setdefault(ppid, []).append(int(entry))
+    found, todo = [], [root]
+    while todo:
+        for c in children.get(todo.pop(), []):
+            found.append(c)
+            todo.append(c)
+    return found
+
+
 def main():
     if len(sys.argv) < 8 or sys.argv[6] != "--":
         sys.stderr.write(__doc__)
@@ -28,6 +61,7 @@ def main():
     meta, out, err, timeout, cwd = sys.argv[1:6]
     cmd = sys.argv[7:]
     timeout = float(timeout)
+    become_subreaper()
     with open(out, "wb") as fo, open(err, "wb") as fe:
         t0 = time.monotonic()
         pid = os.fork()
@@ -46,6 +80,11 @@ def main():
 
         def kill():
             timed_out.append(True)
+            for victim in [pid] + descendants(pid):
+                try:
+                    os.kill(victim, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
             try:
                 os.killpg(pid, signal.SIGKILL)
             except ProcessLookupError:
