@@ -109,6 +109,7 @@ void*      _mi_region_alloc(size_t size, bool commit, bool allow_large, bool* is
                             bool* is_large, bool* is_zero, mi_memid_t* memid, mi_segments_tld_t* tld);
 void       _mi_region_free(void* p, size_t size, mi_memid_t memid, bool fully_committed, bool purge_now);
 void       _mi_region_collect(bool force, bool free_unused);
+void       _mi_region_try_purge(void);
 void       _mi_region_abandon(mi_segment_t* segment);
 bool       _mi_region_claim_abandoned(mi_segment_t* segment);
 mi_segment_t* _mi_region_next_abandoned(size_t* cursor);

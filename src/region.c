@@ -61,6 +61,7 @@ typedef struct mem_region_s {
 
 static mem_region_t regions[MI_REGION_MAX];
 static _Atomic(size_t) regions_count;      // slots handed out so far (only grows)
+static _Atomic(int64_t) purge_next;        // earliest pending purge expiry (0: none)
 static _Atomic(size_t) abandoned_count;    // abandoned segments in all regions
 
 // ---------------------------------------------------------------------------
@@ -300,8 +301,11 @@ void _mi_region_free(void* p, size_t size, mi_memid_t memid, bool fully_committe
     else {
       // mark pending before releasing, so a claimer always sees (and cancels) it
       mi_atomic_or_acq_rel(&region->purge, m);
+      const int64_t expire = _mi_prim_clock_now() + mi_region_delay();
       int64_t expected = 0;
-      mi_atomic_cas_strong_acq_rel(&region->purge_expire, &expected, _mi_prim_clock_now() + mi_region_delay());
+      mi_atomic_cas_strong_acq_rel(&region->purge_expire, &expected, expire);
+      int64_t next = mi_atomic_load_relaxed(&purge_next);
+      while ((next == 0 || expire < next) && !mi_atomic_cas_weak_acq_rel(&purge_next, &next, expire)) { /* retry */ }
     }
   }
   mi_atomic_and_acq_rel(&region->in_use, ~m);
@@ -310,7 +314,13 @@ void _mi_region_free(void* p, size_t size, mi_memid_t memid, bool fully_committe
 // Purge the expired (or, forced, all) pending blocks of one region.
 static void mi_region_purge(mem_region_t* region, int64_t now, bool force) {
   int64_t expire = mi_atomic_load_relaxed(&region->purge_expire);
-  if (expire == 0 || (!force && now < expire)) return;
+  if (expire == 0) return;
+  if (!force && now < expire) {
+    // not yet: keep it registered as a future purge
+    int64_t next = mi_atomic_load_relaxed(&purge_next);
+    while ((next == 0 || expire < next) && !mi_atomic_cas_weak_acq_rel(&purge_next, &next, expire)) { /* retry */ }
+    return;
+  }
   mi_atomic_store_relaxed(&region->purge_expire, 0);
   uintptr_t pending = mi_atomic_load_acquire(&region->purge);
   while (pending != 0) {
@@ -343,8 +353,24 @@ static void mi_region_purge(mem_region_t* region, int64_t now, bool force) {
   // anything left pending (raced) gets a new expiry
   if (mi_atomic_load_relaxed(&region->purge) != 0) {
     int64_t zero = 0;
-    mi_atomic_cas_strong_acq_rel(&region->purge_expire, &zero, now + mi_region_delay());
+    const int64_t expire = now + mi_region_delay();
+    mi_atomic_cas_strong_acq_rel(&region->purge_expire, &zero, expire);
+    int64_t next = mi_atomic_load_relaxed(&purge_next);
+    while ((next == 0 || expire < next) && !mi_atomic_cas_weak_acq_rel(&purge_next, &next, expire)) { /* retry */ }
   }
+}
+
+// Purge what has expired, if anything has: called on every segment
+// allocation and free, so freed segments go back to the OS without the
+// program calling mi_collect. Costs one clock read when nothing is due.
+void _mi_region_try_purge(void) {
+  const int64_t next = mi_atomic_load_relaxed(&purge_next);
+  if (next == 0) return;
+  const int64_t now = _mi_prim_clock_now();
+  if (now < next) return;
+  int64_t expected = next;
+  if (!mi_atomic_cas_strong_acq_rel(&purge_next, &expected, 0)) return;   // another thread does it
+  _mi_region_collect(false, false);
 }
 
 void _mi_region_collect(bool force, bool free_unused) {

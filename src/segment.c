@@ -508,6 +508,7 @@ static void mi_segment_free(mi_segment_t* segment, bool force, mi_segments_tld_t
   mi_segments_track_size(-((long)segment->segment_size), tld);
   if (!force && mi_segment_cache_push(segment, tld)) return;
   mi_segment_os_free(segment, force, &_mi_segments_tld_stats(tld));
+  _mi_region_try_purge();
 }
 
 // ---------------------------------------------------------------------------
@@ -848,6 +849,7 @@ mi_page_t* _mi_segment_page_alloc(mi_heap_t* heap, size_t block_size, size_t pag
   }
   mi_assert_expensive(page == NULL || mi_segment_is_valid(_mi_page_segment(page), tld));
   mi_reset_delayed(tld, false);
+  _mi_region_try_purge();
   return page;
 }
 
