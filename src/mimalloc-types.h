@@ -159,6 +159,10 @@ typedef struct mi_padding_s {
 #define MI_ADDRESS_BITS                   (47)
 #define MI_SEGMENT_MAP_BITS               ((size_t)1 << (MI_ADDRESS_BITS - MI_SEGMENT_SHIFT))
 
+// The owner id of segments of threads that vanished in a fork (a thread id is
+// a thread control block address: never 1).
+#define MI_THREAD_ID_VANISHED             ((uintptr_t)1)
+
 // Thread metadata blocks kept for reuse by new threads.
 #define MI_TD_CACHE_SIZE                  (32)
 

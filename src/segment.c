@@ -876,14 +876,17 @@ mi_segment_t* _mi_segment_of_unit_aligned(const void* p) {
 // After fork: only the forking thread exists in the child
 // ---------------------------------------------------------------------------
 
-// A segment of a thread that does not exist in the child becomes abandoned,
-// so it can be reclaimed like any other (glibc reuses the stacks, and so the
-// thread ids, of those threads for the child's new threads: without this a
-// new thread would think it owned them). A page of the forking thread that a
-// vanished thread left in DELAYED_FREEING goes back to USE_DELAYED_FREE.
+// A segment of a thread that does not exist in the child may be half-way
+// through an update (that thread was running when fork() copied memory), so
+// the child must never reuse it: it gets an owner id no thread can have, so a
+// new thread that inherits the vanished thread's stack (and so its thread id)
+// cannot mistake it for its own, and nobody reclaims it. Frees into it are
+// remote frees that are never collected: the child leaks that memory, which
+// 1.6 did too. Nothing is written but the owner id (few copy-on-write faults).
+// A page of the forking thread that a vanished thread left in DELAYED_FREEING
+// goes back to USE_DELAYED_FREE.
 static void mi_segment_fork_child(mi_segment_t* segment) {
   const uintptr_t owner = mi_atomic_load_relaxed(&segment->thread_id);
-  if (owner == 0) return;
   if (owner == _mi_thread_id()) {
     for (size_t i = 0; i < segment->capacity; i++) {
       mi_page_t* page = &segment->pages[i];
@@ -893,30 +896,11 @@ static void mi_segment_fork_child(mi_segment_t* segment) {
         mi_atomic_store_relaxed(&page->xthread_free, mi_tf_set_delayed(tf, MI_USE_DELAYED_FREE));
       }
     }
-    return;
   }
-  for (size_t i = 0; i < segment->capacity; i++) {
-    mi_page_t* page = &segment->pages[i];
-    page->next = page->prev = NULL;   // out of the vanished thread's queues
-    if (page->segment_in_use) {
-      mi_page_set_heap(page, NULL);
-      mi_page_set_in_full(page, false);
-      page->retire_expire = 0;
-      mi_thread_free_t tf = mi_atomic_load_relaxed(&page->xthread_free);
-      mi_atomic_store_relaxed(&page->xthread_free, mi_tf_set_delayed(tf, MI_NEVER_DELAYED_FREE));
-    }
-    else {
-      page->used = 0;   // not waiting for a reset anymore
-    }
+  else if (owner != MI_THREAD_ID_VANISHED) {
+    // also abandoned ones: a thread may have been claiming one at the fork
+    mi_atomic_store_release(&segment->thread_id, MI_THREAD_ID_VANISHED);
   }
-  segment->next = segment->prev = NULL;
-  mi_stat_increase(NULL, pages_abandoned, segment->used - segment->abandoned);
-  segment->abandoned = segment->used;
-  segment->abandoned_visits = 0;
-  mi_atomic_store_release(&segment->thread_id, 0);
-  if (segment->used == 0) return;   // nothing live: stays unused (a small leak in the child)
-  mi_stat_increase(NULL, segments_abandoned, 1);
-  if (segment->memid.region_idx > 0 && segment->page_kind != MI_PAGE_HUGE) _mi_region_abandon(segment);
 }
 
 void _mi_segments_fork_child(void) {
