@@ -61,7 +61,9 @@ typedef enum mi_collect_e {
 static bool mi_heap_page_collect(mi_heap_t* heap, mi_page_queue_t* pq, mi_page_t* page, void* arg_collect, void* arg2) {
   (void)arg2; (void)heap;
   mi_collect_t collect = *((mi_collect_t*)arg_collect);
-  _mi_page_free_collect(page, collect >= MI_FORCE);
+  // not forced: other threads' frees are always taken; appending local_free
+  // to a non-empty free list (a walk over cold blocks) buys nothing here
+  _mi_page_free_collect(page, false);
   if (mi_page_all_free(page)) {
     _mi_page_free(page, pq, collect >= MI_FORCE);
   }

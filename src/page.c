@@ -220,7 +220,7 @@ void _mi_page_retire(mi_page_t* page) mi_attr_noexcept {
       if (index < heap->page_retired_min) heap->page_retired_min = index;
       if (index > heap->page_retired_max) heap->page_retired_max = index;
       mi_assert_internal(mi_page_all_free(page));
-      mi_stat_counter_increase(&heap->tld->stats, page_no_retire, 1);
+      mi_heap_stat_counter_increase(heap, page_no_retire, 1);   // debug statistics only: a hot path
       return;   // don't free yet
     }
   }

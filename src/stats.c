@@ -114,6 +114,7 @@ static void mi_stats_merge_from(mi_stats_t* stats) {
   mi_stat_counter_merge(&_mi_stats_main.pages_extended, &stats->pages_extended);
   mi_stat_counter_merge(&_mi_stats_main.searches, &stats->searches);
   mi_stat_counter_merge(&_mi_stats_main.normal_count, &stats->normal_count);
+  mi_stat_counter_merge(&_mi_stats_main.page_no_retire, &stats->page_no_retire);
   #else
   (void)&mi_stat_count_merge; (void)&mi_stat_counter_merge;
   #endif

@@ -336,6 +336,15 @@ TEST(OptionAbandonedPageReset, FreePagesOfAnEndedThreadArePurged) {
   EXPECT_GE(r.num("after.reset"), r.num("before.reset") + (long long)MiB) << r.describe();
 }
 
+TEST(OptionAbandonedPageReset, ZeroLeavesTheFreePagesOfAnEndedThreadAlone) {
+  // with 0 (1.6's default) the pages keep their memory until the segment is
+  // reclaimed or freed; our default is 1 (docs/design.md)
+  ChildResult r;
+  if (!run_ok(&r, "abandon", { "MIMALLOC_ABANDONED_PAGE_RESET=0", "MIMALLOC_RESET_DELAY=10000" })) return;
+  EXPECT_GT(r.num("after.rss"), r.num("before.rss") - (long long)MiB) << r.describe();
+  EXPECT_LT(r.num("after.reset"), r.num("before.reset") + (long long)MiB) << r.describe();
+}
+
 TEST(OptionSegmentCache, OffKeepsNothing) {
   ChildResult r;
   if (!run_ok(&r, "segment_cache", { "MIMALLOC_RESET_DELAY=10" }, { "50" })) return;

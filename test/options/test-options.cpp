@@ -51,7 +51,7 @@ const OptionInfo kOptions[] = {
   { mi_option_reserve_huge_os_pages,"reserve_huge_os_pages", 0 },
   { mi_option_segment_cache,        "segment_cache",         0 },
   { mi_option_page_reset,           "page_reset",            1 },
-  { mi_option_abandoned_page_reset, "abandoned_page_reset",  0 },
+  { mi_option_abandoned_page_reset, "abandoned_page_reset",  1 },   // 1.6: 0; ours: 1 (docs/design.md)
   { mi_option_segment_reset,        "segment_reset",         0 },
   { mi_option_eager_commit_delay,   "eager_commit_delay",    1 },
   { mi_option_reset_delay,          "reset_delay",           100 },
@@ -308,13 +308,13 @@ TEST(OptionsEnv, NameMustBeFollowedByEquals) {
 TEST(OptionsEnv, TrueWordsInAnyCaseAndEmptyMeanOne) {
   const char* values[] = { "1", "TRUE", "true", "True", "tRuE", "YES", "yes", "Yes", "ON", "on", "On", "" };
   for (const char* v : values) {
-    // segment_reset and abandoned_page_reset default to 0
+    // segment_reset and reset_decommits default to 0
     ChildResult r = child_options({ std::string("MIMALLOC_SEGMENT_RESET=") + v,
-                                    std::string("MIMALLOC_ABANDONED_PAGE_RESET=") + v,
+                                    std::string("MIMALLOC_RESET_DECOMMITS=") + v,
                                     "MIMALLOC_SHOW_ERRORS=1" });
     ASSERT_TRUE(r.exited && r.code == 0) << r.describe();
     EXPECT_EQ(r.num("opt.segment_reset"), 1) << "value '" << v << "'\n" << r.describe();
-    EXPECT_EQ(r.num("opt.abandoned_page_reset"), 1) << "value '" << v << "'\n" << r.describe();
+    EXPECT_EQ(r.num("opt.reset_decommits"), 1) << "value '" << v << "'\n" << r.describe();
     EXPECT_EQ(r.err.find("invalid value"), std::string::npos) << "value '" << v << "'\n" << r.describe();
   }
 }
@@ -322,11 +322,13 @@ TEST(OptionsEnv, TrueWordsInAnyCaseAndEmptyMeanOne) {
 TEST(OptionsEnv, FalseWordsInAnyCaseMeanZero) {
   const char* values[] = { "0", "FALSE", "false", "False", "fAlSe", "NO", "no", "No", "OFF", "off", "Off" };
   for (const char* v : values) {
-    // page_reset and eager_commit default to 1
+    // page_reset, eager_commit and abandoned_page_reset default to 1
     ChildResult r = child_options({ std::string("MIMALLOC_PAGE_RESET=") + v,
                                     std::string("MIMALLOC_EAGER_COMMIT=") + v,
+                                    std::string("MIMALLOC_ABANDONED_PAGE_RESET=") + v,
                                     "MIMALLOC_SHOW_ERRORS=1" });
     ASSERT_TRUE(r.exited && r.code == 0) << r.describe();
+    EXPECT_EQ(r.num("opt.abandoned_page_reset"), 0) << "value '" << v << "'\n" << r.describe();
     EXPECT_EQ(r.num("opt.page_reset"), 0) << "value '" << v << "'\n" << r.describe();
     EXPECT_EQ(r.num("opt.eager_commit"), 0) << "value '" << v << "'\n" << r.describe();
     EXPECT_EQ(r.err.find("invalid value"), std::string::npos) << "value '" << v << "'\n" << r.describe();
