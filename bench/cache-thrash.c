@@ -1,0 +1,50 @@
+/* ----------------------------------------------------------------------------
+  cache-thrash.c -- active false sharing of cache lines between threads.
+
+  Berger's cache-thrash (from the Hoard papers): every worker repeatedly
+  allocates a small object, writes every byte of it `repetitions` times and
+  frees it. The threads never exchange memory, yet an allocator that serves
+  concurrent small requests of different threads from one cache line (one
+  shared heap carved sequentially, for example) makes them write into the
+  same line from several cores, and the line bounces between them. Allocators
+  with per-thread memory keep each object on a line of its own thread.
+
+  usage: cache-thrash [threads=ncpu] [iterations=500] [size=8] [repetitions=400000]
+  prints: writes per second (all threads).
+-----------------------------------------------------------------------------*/
+#include <pthread.h>
+#include "bench.h"
+
+static long iterations, repetitions;
+static size_t size;
+
+static void* worker(void* arg) {
+  (void)arg;
+  for (long i = 0; i < iterations; i++) {
+    volatile char* p = (volatile char*)bench_malloc(size);
+    for (long r = 0; r < repetitions; r++) {
+      for (size_t j = 0; j < size; j++) p[j] = (char)(p[j] + 1);
+    }
+    free((void*)p);
+  }
+  return NULL;
+}
+
+int main(int argc, char** argv) {
+  const long threads = bench_arg(argc, argv, 1, bench_ncpu());
+  iterations = bench_arg(argc, argv, 2, 500);
+  size = (size_t)bench_arg(argc, argv, 3, 8);
+  repetitions = bench_arg(argc, argv, 4, 400000);
+  pthread_t* tids = (pthread_t*)bench_malloc((size_t)threads * sizeof(pthread_t));
+  const double start = bench_now();
+  for (long t = 0; t < threads; t++) {
+    if (pthread_create(&tids[t], NULL, worker, NULL) != 0) bench_fail("pthread_create");
+  }
+  for (long t = 0; t < threads; t++) pthread_join(tids[t], NULL);
+  const double secs = bench_now() - start;
+  free(tids);
+  printf("cache-thrash: %ld threads x %ld iterations x %ld repetitions of %zu bytes, %.1f Mwrites/s\n",
+         threads, iterations, repetitions, size,
+         (double)threads * (double)iterations * (double)repetitions * (double)size / secs / 1e6);
+  return 0;
+}

@@ -1,0 +1,662 @@
+#!/usr/bin/python3
+"""Run the benchmark suite: every workload under every allocator, interleaved.
+
+    bench/run.py [OUT] [--quick] [--rounds N] [--only W,...] [--allocators A,...]
+                 [--lib PATH] [--secure-lib PATH] [--no-instr] [--instr-only]
+
+Steps (see bench/README.md for the workloads and the figures):
+ 1. make sure the comparison allocators are installed (Debian packages; with
+    apt-get when running as root), and valgrind and matplotlib;
+ 2. build our library (Release) and the workloads with CMake in OUT/build
+    (a secure build in OUT/build-secure once the project has MI_SECURE);
+ 3. check with a probe program that each preload really serves malloc;
+ 4. run every workload under every allocator through LD_PRELOAD (glibc with
+    no preload), in `rounds` rounds, each round in a rotated allocator order,
+    recording wall, user and system time and peak RSS (wait4's rusage);
+ 5. print and write the tables of medians normalised to ours (wall time, RSS,
+    and CPU time) with a geometric-mean row, the raw CSV and two bar charts;
+ 6. count instructions per malloc+free pair with callgrind (exact counts).
+
+Output goes to OUT (default: out/bench in the repository): results.csv,
+summary.md, time.png, rss.png, instructions.csv, env.txt, logs/ (failures).
+Uses only the standard library, and Debian's python3-matplotlib for the charts.
+"""
+
+import argparse
+import csv
+import math
+import os
+import platform
+import re
+import shutil
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from concurrent.futures import ThreadPoolExecutor
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+NCPU = os.cpu_count() or 1
+
+
+def multiarch_libdir():
+    machine = platform.machine()
+    arch = {"x86_64": "x86_64", "aarch64": "aarch64"}.get(machine, machine)
+    return "/usr/lib/%s-linux-gnu" % arch
+
+
+LIBDIR = multiarch_libdir()
+
+# ---------------------------------------------------------------------------
+# Allocators: name, library to preload (None: no preload), Debian package,
+# what the probe must report as malloc's library. "ours" and "ours-secure"
+# get their library from the build (or --lib / --secure-lib).
+# ---------------------------------------------------------------------------
+
+ALLOCATORS = [
+    ("ours", "BUILD", None, "libmimalloc.so"),
+    # Hook: secure mode. The runner adds this column when the project's
+    # CMakeLists.txt has the MI_SECURE option (it then builds OUT/build-secure
+    # with -DMI_SECURE=ON), or when --secure-lib is given.
+    ("ours-secure", "BUILD-SECURE", None, "libmimalloc"),
+    ("glibc", None, None, "libc.so"),
+    ("jemalloc", LIBDIR + "/libjemalloc.so.2", "libjemalloc2", "libjemalloc"),
+    ("tcmalloc", LIBDIR + "/libtcmalloc_minimal.so.4", "libtcmalloc-minimal4", "libtcmalloc"),
+    ("mimalloc2", LIBDIR + "/libmimalloc.so.2", "libmimalloc2.0", "libmimalloc.so.2"),
+    ("tbbmalloc", LIBDIR + "/libtbbmalloc_proxy.so.2", "libtbbmalloc2", "libtbbmalloc_proxy"),
+]
+
+# ---------------------------------------------------------------------------
+# Workloads: table name, program (bench/<program>.c or .cpp), arguments of a
+# full run, arguments of a quick run. N = the number of cores. A full run
+# takes 1-3 s under ours on a 2-core machine; a quick one about a sixth.
+# ---------------------------------------------------------------------------
+
+N = str(NCPU)
+HALF = str(max(1, NCPU // 2))
+
+WORKLOADS = [
+    ("cfrac", "cfrac", [], ["20"]),
+    ("espresso", "espresso", [], ["50"]),
+    ("stl", "stl", [], ["7"]),
+    ("larsonN", "larson", [N], [N, "40"]),
+    ("xmallocN", "xmalloc", [HALF, HALF], [HALF, HALF, "6000000"]),
+    ("mstressN", "mstress", [str(2 * NCPU)], [str(2 * NCPU), "5"]),
+    ("rptestN", "rptest", [N], [N, "1000"]),
+    ("alloc-test1", "alloctest", ["1"], ["1", "4000000"]),
+    ("alloc-testN", "alloctest", [N], [N, "4000000"]),
+    ("cache-scratchN", "cache-scratch", [N], [N, "80"]),
+    ("cache-thrashN", "cache-thrash", [N], [N, "80"]),
+    ("sh6benchN", "sh6bench", [N], [N, "1300"]),
+    ("sh8benchN", "sh6bench", [N, "-", "-", "-", "1"], [N, "1300", "-", "-", "1"]),
+    ("largeN", "large", [N], [N, "200"]),
+    ("glibc-simple", "glibc-simple", [], ["250000"]),
+    ("glibc-threadN", "glibc-thread", [N], [N, "8000000"]),
+]
+
+INSTR_SIZES = [16, 64, 256, 1024, 4096]
+INSTR_SIZES_QUICK = [16, 256, 4096]
+
+
+def log(msg):
+    print(msg, flush=True)
+
+
+def binary(build, program):
+    return os.path.join(build, "bench", "mimalloc-bench-" + program)
+
+
+# ---------------------------------------------------------------------------
+# 1. Prerequisites
+# ---------------------------------------------------------------------------
+
+def apt_install(packages):
+    """Install Debian packages when we are root; True if apt-get succeeded."""
+    if not packages:
+        return True
+    if os.geteuid() != 0 or shutil.which("apt-get") is None:
+        log("  not root (or no apt-get): install them yourself: apt-get install -y " + " ".join(packages))
+        return False
+    env = dict(os.environ, DEBIAN_FRONTEND="noninteractive")
+    cmd = ["apt-get", "install", "-y", "-q"] + packages
+    log("  " + " ".join(cmd))
+    if subprocess.call(cmd, env=env, stdout=subprocess.DEVNULL) == 0:
+        return True
+    log("  apt-get install failed; trying apt-get update first")
+    subprocess.call(["apt-get", "update", "-q"], env=env, stdout=subprocess.DEVNULL)
+    return subprocess.call(cmd, env=env, stdout=subprocess.DEVNULL) == 0
+
+
+def ensure_prerequisites(args):
+    missing = []
+    for name, lib, package, _ in ALLOCATORS:
+        if package and name in args.allocators and not os.path.exists(lib):
+            missing.append(package)
+    if args.instr and shutil.which("valgrind") is None:
+        missing.append("valgrind")
+    if args.plots:
+        try:
+            import matplotlib  # noqa: F401
+        except ImportError:
+            missing.append("python3-matplotlib")
+    if missing:
+        log("missing: " + " ".join(missing))
+        apt_install(missing)
+    for name, lib, package, _ in ALLOCATORS:
+        if package and name in args.allocators and not os.path.exists(lib):
+            log("  %s: %s not found, left out" % (name, lib))
+            args.allocators.remove(name)
+    if args.instr and shutil.which("valgrind") is None:
+        log("  valgrind not found: no instruction counts")
+        args.instr = False
+
+
+# ---------------------------------------------------------------------------
+# 2. Build
+# ---------------------------------------------------------------------------
+
+def cmake_build(build, extra, targets):
+    generator = ["-G", "Ninja"] if shutil.which("ninja") else []
+    configure = ["cmake", "-S", ROOT, "-B", build, "-DCMAKE_BUILD_TYPE=Release"] + generator + extra
+    if not os.path.exists(os.path.join(build, "CMakeCache.txt")):
+        log("  " + " ".join(configure))
+    if subprocess.call(configure, stdout=subprocess.DEVNULL) != 0:
+        sys.exit("cmake configure failed: " + " ".join(configure))
+    cmd = ["cmake", "--build", build, "--parallel", str(NCPU), "--target"] + targets
+    log("  " + " ".join(cmd))
+    if subprocess.call(cmd, stdout=subprocess.DEVNULL) != 0:
+        sys.exit("build failed: " + " ".join(cmd))
+
+
+def has_secure_option():
+    with open(os.path.join(ROOT, "CMakeLists.txt")) as f:
+        return re.search(r"option\(\s*MI_SECURE\b", f.read()) is not None
+
+
+def build(args):
+    """Build the workloads (and our library unless --lib); returns {allocator: preload}."""
+    build_dir = os.path.join(args.out, "build")
+    targets = ["mimalloc-bench"] + ([] if args.lib else ["mimalloc"])
+    log("building in " + build_dir)
+    cmake_build(build_dir, [], targets)
+    preload = {}
+    for name, lib, _, _ in ALLOCATORS:
+        if name == "ours":
+            preload[name] = os.path.abspath(args.lib) if args.lib else os.path.join(build_dir, "libmimalloc.so")
+        elif name == "ours-secure":
+            if args.secure_lib:
+                preload[name] = os.path.abspath(args.secure_lib)
+            elif has_secure_option() and name in args.allocators:
+                secure_dir = os.path.join(args.out, "build-secure")
+                cmake_build(secure_dir, ["-DMI_SECURE=ON"], ["mimalloc"])
+                preload[name] = os.path.join(secure_dir, "libmimalloc.so")
+        else:
+            preload[name] = lib
+    args.allocators = [a for a in args.allocators if a in preload]
+    global SPAWN
+    SPAWN = binary(build_dir, "spawn")
+    return build_dir, preload
+
+
+# ---------------------------------------------------------------------------
+# 3.-4. Running one program. It is started through bench/spawn.c, which forks
+# and execs it and reports wall, user and system time and peak RSS from
+# wait4 (a program forked from Python directly would inherit the runner's
+# peak RSS in ru_maxrss: Linux keeps the peak across exec).
+# ---------------------------------------------------------------------------
+
+class Result:
+    def __init__(self, wall, user, sys_, maxrss_kib, status, out, err):
+        self.wall, self.user, self.sys, self.maxrss_kib = wall, user, sys_, maxrss_kib
+        self.status, self.out, self.err = status, out, err
+
+    @property
+    def figure(self):
+        lines = [l for l in self.out.splitlines() if l.strip()]
+        return lines[-1] if lines else ""
+
+
+def env_for(preload):
+    env = dict(os.environ)
+    env.pop("LD_PRELOAD", None)
+    if preload:
+        env["LD_PRELOAD"] = preload
+    return env
+
+
+SPAWN = None   # the helper, set once built
+
+
+def run_measured(cmd, preload, timeout):
+    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err, \
+            tempfile.NamedTemporaryFile(mode="r") as res:
+        env = dict(os.environ)
+        env.pop("LD_PRELOAD", None)
+        proc = subprocess.Popen([SPAWN, res.name, preload or "-"] + cmd, env=env, stdout=out,
+                                stderr=err, stdin=subprocess.DEVNULL, start_new_session=True)
+        try:
+            proc.wait(timeout=timeout)
+            timed_out = False
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)   # the helper and the program
+            proc.wait()
+            timed_out = True
+        out.seek(0)
+        err.seek(0)
+        stdout = out.read().decode(errors="replace")
+        stderr = err.read().decode(errors="replace")
+        fields = res.read().split()
+    if timed_out or len(fields) != 5:
+        return Result(float(timeout), 0.0, 0.0, 0, "timeout" if timed_out else "no result", stdout, stderr)
+    wall, user, sys_, maxrss, wstatus = float(fields[0]), float(fields[1]), float(fields[2]), \
+        int(fields[3]), int(fields[4])
+    code = os.waitstatus_to_exitcode(wstatus)
+    if code < 0:
+        status = "signal %d (%s)" % (-code, signal.Signals(-code).name)
+    elif code != 0:
+        status = "exit %d" % code
+    elif "FAILED" in stdout:
+        status = "failed"
+    else:
+        status = "ok"
+    return Result(wall, user, sys_, maxrss, status, stdout, stderr)
+
+
+def reproducer(cmd, preload):
+    return ("LD_PRELOAD=%s " % preload if preload else "") + " ".join(cmd)
+
+
+def probe(build_dir, preload, args):
+    log("probing malloc under each allocator")
+    for name in list(args.allocators):
+        expect = next(a[3] for a in ALLOCATORS if a[0] == name)
+        r = run_measured([binary(build_dir, "probe")], preload[name], 30)
+        line = r.figure
+        if r.status != "ok" or expect not in line:
+            log("  %-12s %s -- not the expected %s: left out" % (name, line or r.status, expect))
+            args.allocators.remove(name)
+        else:
+            log("  %-12s %s" % (name, line.replace("probe: ", "")))
+
+
+def run_all(build_dir, preload, args):
+    results = []   # (round, workload, allocator, Result, cmd)
+    workloads = [w for w in WORKLOADS if w[0] in args.only]
+    total = args.rounds * len(workloads) * len(args.allocators)
+    done = 0
+    for rnd in range(args.rounds):
+        shift = rnd % len(args.allocators)
+        order = args.allocators[shift:] + args.allocators[:shift]
+        for name, program, full, quick in workloads:
+            cmd = [binary(build_dir, program)] + (quick if args.quick else full)
+            for alloc in order:
+                r = run_measured(cmd, preload[alloc], args.timeout)
+                done += 1
+                log("[%3d/%d] round %d %-15s %-12s %7.2f s %8.1f MiB  %s" % (
+                    done, total, rnd + 1, name, alloc, r.wall, r.maxrss_kib / 1024.0,
+                    "" if r.status == "ok" else r.status.upper()))
+                if r.status != "ok":
+                    os.makedirs(os.path.join(args.out, "logs"), exist_ok=True)
+                    base = os.path.join(args.out, "logs", "%s-%s-r%d" % (name, alloc, rnd + 1))
+                    with open(base + ".out", "w") as f:
+                        f.write(r.out)
+                    with open(base + ".err", "w") as f:
+                        f.write(r.err)
+                results.append((rnd + 1, name, alloc, r, cmd))
+    return results
+
+
+# ---------------------------------------------------------------------------
+# 5. Tables, CSV, charts
+# ---------------------------------------------------------------------------
+
+def write_csv(path, results, preload):
+    with open(path, "w", newline="") as f:
+        w = csv.writer(f)
+        w.writerow(["round", "workload", "allocator", "wall_s", "user_s", "sys_s", "maxrss_kib",
+                    "status", "output", "command"])
+        for rnd, name, alloc, r, cmd in results:
+            w.writerow([rnd, name, alloc, "%.4f" % r.wall, "%.4f" % r.user, "%.4f" % r.sys,
+                        r.maxrss_kib, r.status, r.figure, reproducer(cmd, preload[alloc])])
+
+
+def medians(results, allocators, workloads):
+    """{(workload, allocator): (median wall, median maxrss KiB, median user+sys)} over the runs;
+    None if any run failed."""
+    med = {}
+    for name in workloads:
+        for alloc in allocators:
+            runs = [r for _, w, a, r, _ in results if w == name and a == alloc]
+            if not runs:
+                continue
+            if any(r.status != "ok" for r in runs):
+                med[(name, alloc)] = None
+            else:
+                med[(name, alloc)] = (statistics.median(r.wall for r in runs),
+                                      statistics.median(r.maxrss_kib for r in runs),
+                                      statistics.median(r.user + r.sys for r in runs))
+    return med
+
+
+def geomean(xs):
+    xs = [x for x in xs if x is not None and x > 0]
+    return math.exp(sum(math.log(x) for x in xs) / len(xs)) if xs else None
+
+
+def ratio_table(med, allocators, workloads, index, unit_fmt):
+    """Rows of strings: ours absolute, the others relative to ours; last row geometric means."""
+    header = ["workload", "ours"] + [a for a in allocators if a != "ours"]
+    rows = []
+    ratios = {a: [] for a in allocators}
+    for name in workloads:
+        base = med.get((name, "ours"))
+        row = [name, "FAIL" if base is None else unit_fmt(base[index])]
+        for a in allocators:
+            if a == "ours":
+                continue
+            m = med.get((name, a), "absent")
+            if m == "absent":
+                row.append("-")
+            elif m is None:
+                row.append("FAIL")
+            elif base is None:
+                row.append(unit_fmt(m[index]))
+            else:
+                x = m[index] / base[index]
+                ratios[a].append(x)
+                row.append("%.2f" % x)
+        rows.append(row)
+    means = [geomean(ratios[a]) for a in allocators if a != "ours"]
+    rows.append(["geomean", "1.00"] + ["-" if g is None else "%.2f" % g for g in means])
+    return header, rows, ratios
+
+
+def format_text(header, rows):
+    widths = [max(len(str(r[i])) for r in [header] + rows) for i in range(len(header))]
+    lines = ["  ".join(str(c).rjust(widths[i]) if i else str(c).ljust(widths[i]) for i, c in enumerate(r))
+             for r in [header] + rows]
+    return "\n".join(lines)
+
+
+def format_markdown(header, rows):
+    lines = ["| " + " | ".join(header) + " |", "|" + "|".join(["---"] + ["---:"] * (len(header) - 1)) + "|"]
+    lines += ["| " + " | ".join(str(c) for c in r) + " |" for r in rows]
+    return "\n".join(lines)
+
+
+def plot(path, title, ylabel, workloads, allocators, med, index):
+    try:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+        import matplotlib.ticker
+    except ImportError:
+        log("matplotlib not available: no chart " + path)
+        return
+    fig, ax = plt.subplots(figsize=(max(8, 0.8 * len(workloads)), 5.5))
+    width = 0.8 / len(allocators)
+    for i, a in enumerate(allocators):
+        xs, ys = [], []
+        for j, name in enumerate(workloads):
+            base, m = med.get((name, "ours")), med.get((name, a))
+            if base and m:
+                xs.append(j + (i - (len(allocators) - 1) / 2) * width)
+                ys.append(m[index] / base[index])
+        ax.bar(xs, ys, width=width, label=a)
+    ax.set_yscale("log")
+    ax.axhline(1.0, color="black", linewidth=0.8)
+    ax.set_xticks(range(len(workloads)))
+    ax.set_xticklabels(workloads, rotation=40, ha="right")
+    ax.set_ylabel(ylabel)
+    ax.set_title(title, loc="right")
+    ax.yaxis.set_major_formatter(matplotlib.ticker.FuncFormatter(lambda v, _: "%g" % v))
+
+    def minor_label(v, _):   # label 0.2, 0.5, 2, 5, ... between the powers of ten
+        lead = round(v / 10 ** math.floor(math.log10(v)), 6) if v > 0 else 0
+        return "%g" % v if lead in (2, 5) else ""
+    ax.yaxis.set_minor_formatter(matplotlib.ticker.FuncFormatter(minor_label))
+    ax.legend(ncol=min(len(allocators), 7), fontsize="small", loc="lower left", bbox_to_anchor=(0, 1.06))
+    ax.grid(axis="y", which="both", alpha=0.3)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+# ---------------------------------------------------------------------------
+# 6. Instruction counts with callgrind
+# ---------------------------------------------------------------------------
+
+def callgrind_costs(path):
+    """(total Ir, self Ir of measured_loop) from a callgrind output file."""
+    names, selfcost, total = {}, {}, 0
+    current, after_calls = None, False
+    with open(path) as f:
+        for line in f:
+            if line.startswith(("summary:", "totals:")):
+                total = int(line.split()[1])
+            elif line.startswith("fn="):
+                m = re.match(r"fn=\((\d+)\)(?: (.*))?", line.strip())
+                if m:
+                    if m.group(2):
+                        names[m.group(1)] = m.group(2)
+                    current = names.get(m.group(1))
+                else:
+                    current = line.strip()[3:]
+                after_calls = False
+            elif line.startswith("cfn="):   # may be where a name is first defined
+                m = re.match(r"cfn=\((\d+)\) (.*)", line.strip())
+                if m:
+                    names[m.group(1)] = m.group(2)
+            elif line.startswith("calls="):
+                after_calls = True
+            elif line[:1].isdigit() or line[:1] in "+-*":
+                if after_calls:   # the inclusive cost of a call, not self cost
+                    after_calls = False
+                    continue
+                selfcost[current] = selfcost.get(current, 0) + int(line.split()[-1])
+    return total, selfcost.get("measured_loop", 0)
+
+
+def count_instructions(build_dir, preload, alloc, size, live, count, tmpdir):
+    """Instructions per malloc+free pair: (cost(2n) - cost(n)) / n, loop overhead excluded."""
+    costs = []
+    for n in (count, 2 * count):
+        out = os.path.join(tmpdir, "cg-%s-%d-%d-%d" % (alloc, size, live, n))
+        cmd = ["valgrind", "--tool=callgrind", "--soname-synonyms=somalloc=nouserintercepts",
+               "--collect-atstart=no", "--toggle-collect=measured_loop", "--callgrind-out-file=" + out,
+               binary(build_dir, "fastpath"), str(size), str(n), str(live)]
+        p = subprocess.run(cmd, env=env_for(preload[alloc]), stdout=subprocess.PIPE,
+                           stderr=subprocess.PIPE, timeout=600)
+        if p.returncode != 0 or not os.path.exists(out):
+            return None
+        total, loop_self = callgrind_costs(out)
+        costs.append(total - loop_self)
+    return (costs[1] - costs[0]) / count
+
+
+def instructions(build_dir, preload, args):
+    sizes = INSTR_SIZES_QUICK if args.quick else INSTR_SIZES
+    cases = [1] if args.quick else [1, 0]
+    count = 5000 if args.quick else 20000
+    jobs = [(a, s, live) for live in cases for s in sizes for a in args.allocators]
+    log("counting instructions with callgrind (%d runs)" % (2 * len(jobs)))
+    with tempfile.TemporaryDirectory() as tmpdir, ThreadPoolExecutor(max_workers=NCPU) as pool:
+        futures = {job: pool.submit(count_instructions, build_dir, preload, job[0], job[1], job[2],
+                                    count, tmpdir) for job in jobs}
+        counts = {job: f.result() for job, f in futures.items()}
+    header = ["size"] + args.allocators
+    rows = []
+    for live in cases:
+        for s in sizes:
+            label = "%d%s" % (s, "" if live else " (lone)")
+            rows.append([label] + ["-" if counts[(a, s, live)] is None else "%.1f" % counts[(a, s, live)]
+                                   for a in args.allocators])
+    with open(os.path.join(args.out, "instructions.csv"), "w", newline="") as f:
+        w = csv.writer(f)
+        w.writerow(["size", "case", "allocator", "instructions_per_pair"])
+        for (a, s, live), c in sorted(counts.items(), key=lambda kv: (kv[0][2], kv[0][1], kv[0][0])):
+            w.writerow([s, "live" if live else "lone", a, "" if c is None else "%.2f" % c])
+    return header, rows
+
+
+# ---------------------------------------------------------------------------
+# Environment record and the main program
+# ---------------------------------------------------------------------------
+
+def describe_environment(path, preload, args):
+    def cmd_out(cmd):
+        try:
+            return subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                                  text=True, cwd=ROOT).stdout.strip()
+        except OSError:
+            return "?"
+    cpu = "?"
+    try:
+        with open("/proc/cpuinfo") as f:
+            cpu = next((l.split(":", 1)[1].strip() for l in f if l.startswith("model name")), "?")
+    except OSError:
+        pass
+    packages = [p for _, _, p, _ in ALLOCATORS if p]
+    lines = [
+        "date: " + time.strftime("%Y-%m-%d %H:%M:%S %z"),
+        "machine: %s, %d cores, %s" % (cpu, NCPU, platform.platform()),
+        "load average at start: %.2f %.2f %.2f" % os.getloadavg(),
+        "commit: %s%s" % (cmd_out(["git", "rev-parse", "--short", "HEAD"]),
+                          " (with local changes)" if cmd_out(["git", "status", "--porcelain"]) else ""),
+        "compiler: " + cmd_out(["cc", "--version"]).splitlines()[0] if shutil.which("cc") else "compiler: ?",
+        "packages: " + cmd_out(["dpkg-query", "-W", "-f", "${Package} ${Version}, "] + packages).rstrip(", "),
+        "mode: %s, %d rounds, timeout %d s" % ("quick" if args.quick else "full", args.rounds, args.timeout),
+    ]
+    lines += ["preload %s: %s" % (a, preload[a] or "(none)") for a in args.allocators]
+    with open(path, "w") as f:
+        f.write("\n".join(lines) + "\n")
+    return lines
+
+
+def parse_args():
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("out", nargs="?", default=os.path.join(ROOT, "out", "bench"),
+                   help="output folder (default: out/bench in the repository)")
+    p.add_argument("--quick", action="store_true", help="small sizes, 1 round: about a minute")
+    p.add_argument("--rounds", type=int, help="rounds (default 3, quick 1)")
+    p.add_argument("--only", help="comma-separated workloads (default: all): " +
+                   ",".join(w[0] for w in WORKLOADS))
+    p.add_argument("--allocators", help="comma-separated allocators (default: all): " +
+                   ",".join(a[0] for a in ALLOCATORS))
+    p.add_argument("--lib", help="our libmimalloc.so to use instead of building one")
+    p.add_argument("--secure-lib", help="our secure libmimalloc.so (adds the ours-secure column)")
+    p.add_argument("--timeout", type=int, help="seconds before a run counts as hung (default 120, quick 60)")
+    p.add_argument("--no-instr", dest="instr", action="store_false", help="skip the instruction counts")
+    p.add_argument("--instr-only", action="store_true", help="only the instruction counts")
+    p.add_argument("--no-plots", dest="plots", action="store_false", help="skip the charts")
+    args = p.parse_args()
+    args.out = os.path.abspath(args.out)
+    args.rounds = args.rounds or (1 if args.quick else 3)
+    args.timeout = args.timeout or (60 if args.quick else 120)
+    names = [a[0] for a in ALLOCATORS]
+    args.allocators = args.allocators.split(",") if args.allocators else list(names)
+    for a in args.allocators:
+        if a not in names:
+            p.error("unknown allocator " + a)
+    if "ours" not in args.allocators:
+        args.allocators.insert(0, "ours")   # everything is normalised to ours
+    workload_names = [w[0] for w in WORKLOADS]
+    args.only = args.only.split(",") if args.only else workload_names
+    for w in args.only:
+        if w not in workload_names:
+            p.error("unknown workload " + w)
+    return args
+
+
+def reexec_with_system_python():
+    """Debian's matplotlib belongs to /usr/bin/python3: run under it if started by another one."""
+    try:
+        import matplotlib  # noqa: F401
+    except ImportError:
+        system = "/usr/bin/python3"
+        if os.path.exists(system) and os.path.realpath(sys.executable) != os.path.realpath(system) \
+                and not os.environ.get("MI_BENCH_REEXEC"):
+            os.environ["MI_BENCH_REEXEC"] = "1"
+            os.execv(system, [system] + sys.argv)
+
+
+def main():
+    reexec_with_system_python()
+    args = parse_args()
+    os.makedirs(args.out, exist_ok=True)
+    started = time.monotonic()
+    ensure_prerequisites(args)
+    build_dir, preload = build(args)
+    probe(build_dir, preload, args)
+    if "ours" not in args.allocators:
+        sys.exit("our library does not serve malloc when preloaded: nothing to compare with")
+    env_lines = describe_environment(os.path.join(args.out, "env.txt"), preload, args)
+    summary = ["# Benchmark results", ""] + ["    " + l for l in env_lines] + [""]
+    failures = []
+
+    if not args.instr_only:
+        results = run_all(build_dir, preload, args)
+        write_csv(os.path.join(args.out, "results.csv"), results, preload)
+        workloads = [w[0] for w in WORKLOADS if w[0] in args.only]
+        med = medians(results, args.allocators, workloads)
+        fmt_s = lambda v: "%.3f s" % v
+        fmt_mib = lambda v: "%.1f MiB" % (v / 1024.0)
+        th, tr, _ = ratio_table(med, args.allocators, workloads, 0, fmt_s)
+        rh, rr, _ = ratio_table(med, args.allocators, workloads, 1, fmt_mib)
+        ch, cr, _ = ratio_table(med, args.allocators, workloads, 2, fmt_s)
+        log("\nTIME: median wall time; ours in seconds, the others relative to ours (lower is better)")
+        log(format_text(th, tr))
+        log("\nRSS: median peak resident set; ours in MiB, the others relative to ours (lower is better)")
+        log(format_text(rh, rr))
+        log("\nCPU: median user+system time; ours in seconds, the others relative to ours (less noisy "
+            "than wall time on a shared machine)")
+        log(format_text(ch, cr))
+        summary += ["## Time (median wall time; ours in seconds, others relative to ours)", "",
+                    format_markdown(th, tr), "",
+                    "## Peak RSS (median; ours in MiB, others relative to ours)", "",
+                    format_markdown(rh, rr), "",
+                    "## CPU time (median user+system; ours in seconds, others relative to ours)", "",
+                    format_markdown(ch, cr), ""]
+        # deterministic workloads must print the same check value under every allocator
+        checks = {}
+        for rnd, name, alloc, r, cmd in results:
+            m = re.search(r"check=([0-9a-f]+)", r.figure)
+            if m and r.status == "ok":
+                checks.setdefault(name, {}).setdefault(m.group(1), []).append(alloc)
+        for name, values in checks.items():
+            if len(values) > 1:
+                failures.append("%s: different results: %s" % (name, values))
+        for rnd, name, alloc, r, cmd in results:
+            if r.status != "ok":
+                detail = r.figure or (r.err.strip().splitlines() or [""])[-1]
+                failures.append("%s under %s (round %d): %s: %s\n    reproduce: %s" % (
+                    name, alloc, rnd, r.status, detail, reproducer(cmd, preload[alloc])))
+        if args.plots:
+            axis = "relative to ours (log scale, lower is better)"
+            plot(os.path.join(args.out, "time.png"), "Median wall time " + axis.split(" (")[0],
+                 "time " + axis, workloads, args.allocators, med, 0)
+            plot(os.path.join(args.out, "rss.png"), "Median peak RSS " + axis.split(" (")[0],
+                 "peak RSS " + axis, workloads, args.allocators, med, 1)
+
+    if args.instr:
+        ih, ir = instructions(build_dir, preload, args)
+        log("\nINSTRUCTIONS per malloc+free pair (callgrind; 'lone': the block is alone in its page)")
+        log(format_text(ih, ir))
+        summary += ["## Instructions per malloc+free pair (callgrind)", "", format_markdown(ih, ir), ""]
+
+    if failures:
+        log("\nFAILURES")
+        for f in failures:
+            log("  " + f)
+        summary += ["## Failures", ""] + ["    " + f for f in failures] + [""]
+    with open(os.path.join(args.out, "summary.md"), "w") as f:
+        f.write("\n".join(summary))
+    log("\nwritten to %s (%.0f s in total)" % (args.out, time.monotonic() - started))
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
