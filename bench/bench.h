@@ -155,4 +155,17 @@ BENCH_UNUSED static inline uint64_t bench_hash(uint64_t h, uint64_t x) {
   return h;
 }
 
+// The false-sharing loop of cache-scratch and cache-thrash: allocate a small
+// object, write every byte of it `repetitions` times, free it; `iterations` times.
+// Objects of threads that share a cache line slow each other down.
+BENCH_UNUSED static inline void bench_touch_loop(long iterations, long repetitions, size_t size) {
+  for (long i = 0; i < iterations; i++) {
+    volatile char* p = (volatile char*)bench_malloc(size);
+    for (long r = 0; r < repetitions; r++) {
+      for (size_t j = 0; j < size; j++) p[j] = (char)(p[j] + 1);
+    }
+    free((void*)p);
+  }
+}
+
 #endif

@@ -20,13 +20,7 @@ static size_t size;
 
 static void* worker(void* arg) {
   (void)arg;
-  for (long i = 0; i < iterations; i++) {
-    volatile char* p = (volatile char*)bench_malloc(size);
-    for (long r = 0; r < repetitions; r++) {
-      for (size_t j = 0; j < size; j++) p[j] = (char)(p[j] + 1);
-    }
-    free((void*)p);
-  }
+  bench_touch_loop(iterations, repetitions, size);
   return NULL;
 }
 

@@ -46,11 +46,11 @@ def descendants(root):
             continue
         ppid = int(stat.rsplit(")", 1)[1].split()[1])
         children.setdefault(ppid, []).append(int(entry))
-    found, todo = [], [root]
-    while todo:
-        for c in children.get(todo.pop(), []):
+    found, pending = [], [root]
+    while pending:
+        for c in children.get(pending.pop(), []):
             found.append(c)
-            todo.append(c)
+            pending.append(c)
     return found
 
 
