@@ -3,8 +3,9 @@
 
   A general-purpose allocator compatible with the mimalloc 1.6 API: every
   function here is exported by libmimalloc.so / libmimalloc.a / mimalloc.o.
-  Options, statistics, the C++ `mi_new` family and override helpers are added
-  by their own headers/sections as they land (see README.md).
+  (The three mi_reserve_huge_os_pages* functions of 1.6 come with the huge
+  OS pages support.) Companion headers: mimalloc-override.h (source-level
+  override by macros) and mimalloc-new-delete.h (C++ operators).
 -----------------------------------------------------------------------------*/
 #pragma once
 #ifndef MIMALLOC_H
