@@ -58,14 +58,7 @@ int main(int argc, char** argv) {
   const long threads = bench_arg(argc, argv, 1, 1);
   steps = bench_arg(argc, argv, 2, 25000000);
   slots = (size_t)bench_arg(argc, argv, 3, 16384);
-  pthread_t* tids = (pthread_t*)bench_malloc((size_t)threads * sizeof(pthread_t));
-  const double start = bench_now();
-  for (long t = 0; t < threads; t++) {
-    if (pthread_create(&tids[t], NULL, worker, (void*)(uintptr_t)(t + 1)) != 0) bench_fail("pthread_create");
-  }
-  for (long t = 0; t < threads; t++) pthread_join(tids[t], NULL);
-  const double secs = bench_now() - start;
-  free(tids);
+  const double secs = bench_run_threads(threads, worker);
   printf("alloc-test: %ld threads x %ld steps, %.2f Msteps/s per thread\n", threads, steps,
          (double)steps / secs / 1e6);
   return 0;

@@ -19,6 +19,7 @@
 #ifndef BENCH_H
 #define BENCH_H
 
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -166,6 +167,20 @@ BENCH_UNUSED static inline void bench_touch_loop(long iterations, long repetitio
     }
     free((void*)p);
   }
+}
+
+// Run `worker` in `threads` threads (argument: the thread number, 1..threads)
+// and return the elapsed wall time in seconds.
+BENCH_UNUSED static inline double bench_run_threads(long threads, void* (*worker)(void*)) {
+  pthread_t* tids = (pthread_t*)bench_malloc((size_t)threads * sizeof(pthread_t));
+  const double start = bench_now();
+  for (long t = 0; t < threads; t++) {
+    if (pthread_create(&tids[t], NULL, worker, (void*)(uintptr_t)(t + 1)) != 0) bench_fail("pthread_create");
+  }
+  for (long t = 0; t < threads; t++) pthread_join(tids[t], NULL);
+  const double secs = bench_now() - start;
+  free(tids);
+  return secs;
 }
 
 #endif

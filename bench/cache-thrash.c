@@ -29,14 +29,7 @@ int main(int argc, char** argv) {
   iterations = bench_arg(argc, argv, 2, 500);
   size = (size_t)bench_arg(argc, argv, 3, 8);
   repetitions = bench_arg(argc, argv, 4, 400000);
-  pthread_t* tids = (pthread_t*)bench_malloc((size_t)threads * sizeof(pthread_t));
-  const double start = bench_now();
-  for (long t = 0; t < threads; t++) {
-    if (pthread_create(&tids[t], NULL, worker, NULL) != 0) bench_fail("pthread_create");
-  }
-  for (long t = 0; t < threads; t++) pthread_join(tids[t], NULL);
-  const double secs = bench_now() - start;
-  free(tids);
+  const double secs = bench_run_threads(threads, worker);
   printf("cache-thrash: %ld threads x %ld iterations x %ld repetitions of %zu bytes, %.1f Mwrites/s\n",
          threads, iterations, repetitions, size,
          (double)threads * (double)iterations * (double)repetitions * (double)size / secs / 1e6);

@@ -78,14 +78,7 @@ int main(int argc, char** argv) {
   slots = (size_t)bench_arg(argc, argv, 3, 6);
   max_size = (size_t)bench_arg(argc, argv, 4, 32 * 1024 * 1024);
   if (max_size < 128 * 1024) max_size = 128 * 1024;
-  pthread_t* tids = (pthread_t*)bench_malloc((size_t)threads * sizeof(pthread_t));
-  const double start = bench_now();
-  for (long t = 0; t < threads; t++) {
-    if (pthread_create(&tids[t], NULL, worker, (void*)(uintptr_t)(t + 1)) != 0) bench_fail("pthread_create");
-  }
-  for (long t = 0; t < threads; t++) pthread_join(tids[t], NULL);
-  const double secs = bench_now() - start;
-  free(tids);
+  const double secs = bench_run_threads(threads, worker);
   printf("large: %ld threads x %ld steps, %.0f steps/s\n", threads, steps, (double)threads * (double)steps / secs);
   return 0;
 }
