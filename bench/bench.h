@@ -20,6 +20,7 @@
 #define BENCH_H
 
 #include <pthread.h>
+#include <sched.h>
 #include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -166,6 +167,24 @@ BENCH_UNUSED static inline void bench_touch_loop(long iterations, long repetitio
       for (size_t j = 0; j < size; j++) p[j] = (char)(p[j] + 1);
     }
     free((void*)p);
+  }
+}
+
+// Wait a little in a loop that polls for another thread's progress; `spins`
+// counts the calls since the last progress (start at 0). First the CPU's pause
+// hint, then sched_yield, then 20 us sleeps: on a loaded machine the thread we
+// wait for may share our core, and a yield does not always let it run.
+BENCH_UNUSED static inline void bench_backoff(unsigned* spins) {
+  const unsigned n = (*spins)++;
+  if (n < 64) {
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#endif
+  } else if (n < 128) {
+    sched_yield();
+  } else {
+    const struct timespec t = { 0, 20000 };
+    nanosleep(&t, NULL);
   }
 }
 

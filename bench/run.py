@@ -3,6 +3,7 @@
 
     bench/run.py [OUT] [--quick] [--rounds N] [--only W,...] [--allocators A,...]
                  [--lib PATH] [--secure-lib PATH] [--no-instr] [--instr-only]
+                 [--syscalls]
 
 Steps (see bench/README.md for the workloads and the figures):
  1. make sure the comparison allocators are installed (Debian packages; with
@@ -12,13 +13,20 @@ Steps (see bench/README.md for the workloads and the figures):
  3. check with a probe program that each preload really serves malloc;
  4. run every workload under every allocator through LD_PRELOAD (glibc with
     no preload), in `rounds` rounds, each round in a rotated allocator order,
-    recording wall, user and system time and peak RSS (wait4's rusage);
+    recording wall, user and system time, peak RSS and minor page faults
+    (wait4's rusage);
  5. print and write the tables of medians normalised to ours (wall time, RSS,
-    and CPU time) with a geometric-mean row, the raw CSV and two bar charts;
+    CPU time and page faults) with a geometric-mean row, the raw CSV and
+    bar charts;
  6. count instructions per malloc+free pair with callgrind (exact counts).
 
+With --syscalls, steps 4-6 are replaced by one run of each workload under
+each allocator under `strace -f -c`, and a table of the calls to madvise,
+mmap, munmap, mprotect and brk and of all system calls (syscalls.md).
+
 Output goes to OUT (default: out/bench in the repository): results.csv,
-summary.md, time.png, rss.png, instructions.csv, env.txt, logs/ (failures).
+summary.md, time.png, rss.png, faults.png, instructions.csv, env.txt, logs/
+(failures); with --syscalls: syscalls.md, syscalls.csv, strace/.
 Uses only the standard library, and Debian's python3-matplotlib for the charts.
 """
 
@@ -71,7 +79,7 @@ ALLOCATORS = [
 # ---------------------------------------------------------------------------
 # Workloads: table name, program (bench/<program>.c or .cpp), arguments of a
 # full run, arguments of a quick run. N = the number of cores. A full run
-# takes 1-3 s under ours on a 2-core machine; a quick one about a sixth.
+# takes 0.5-3 s under ours on a 2-core machine; a quick one about a sixth.
 # ---------------------------------------------------------------------------
 
 N = str(NCPU)
@@ -94,6 +102,12 @@ WORKLOADS = [
     ("largeN", "large", [N], [N, "200"]),
     ("glibc-simple", "glibc-simple", [], ["250000"]),
     ("glibc-threadN", "glibc-thread", [N], [N, "8000000"]),
+    ("churnN", "churn", [str(16 * NCPU)], [str(16 * NCPU), "25"]),
+    ("bigblocks", "bigblocks", [], ["60"]),
+    ("prodcons", "prodcons", [], ["3000000"]),
+    ("batch", "batch", [], ["100"]),
+    ("serverN", "server", [N], [N, "250000"]),
+    ("kvserver", "kvserver", [], ["50000"]),
 ]
 
 INSTR_SIZES = [16, 64, 256, 1024, 4096]
@@ -136,6 +150,8 @@ def ensure_prerequisites(args):
             missing.append(package)
     if args.instr and shutil.which("valgrind") is None:
         missing.append("valgrind")
+    if args.syscalls and shutil.which("strace") is None:
+        missing.append("strace")
     if args.plots:
         try:
             import matplotlib  # noqa: F401
@@ -151,6 +167,8 @@ def ensure_prerequisites(args):
     if args.instr and shutil.which("valgrind") is None:
         log("  valgrind not found: no instruction counts")
         args.instr = False
+    if args.syscalls and shutil.which("strace") is None:
+        sys.exit("strace not found: no system call counts (apt-get install strace)")
 
 
 # ---------------------------------------------------------------------------
@@ -202,14 +220,15 @@ def build(args):
 
 # ---------------------------------------------------------------------------
 # 3.-4. Running one program. It is started through bench/spawn.c, which forks
-# and execs it and reports wall, user and system time and peak RSS from
-# wait4 (a program forked from Python directly would inherit the runner's
-# peak RSS in ru_maxrss: Linux keeps the peak across exec).
+# and execs it and reports wall, user and system time, peak RSS and minor
+# page faults from wait4 (a program forked from Python directly would inherit
+# the runner's peak RSS in ru_maxrss: Linux keeps the peak across exec).
 # ---------------------------------------------------------------------------
 
 class Result:
-    def __init__(self, wall, user, sys_, maxrss_kib, status, out, err):
+    def __init__(self, wall, user, sys_, maxrss_kib, minflt, status, out, err):
         self.wall, self.user, self.sys, self.maxrss_kib = wall, user, sys_, maxrss_kib
+        self.minflt = minflt
         self.status, self.out, self.err = status, out, err
 
     @property
@@ -248,20 +267,23 @@ def run_measured(cmd, preload, timeout):
         stdout = out.read().decode(errors="replace")
         stderr = err.read().decode(errors="replace")
         fields = res.read().split()
-    if timed_out or len(fields) != 5:
-        return Result(float(timeout), 0.0, 0.0, 0, "timeout" if timed_out else "no result", stdout, stderr)
-    wall, user, sys_, maxrss, wstatus = float(fields[0]), float(fields[1]), float(fields[2]), \
-        int(fields[3]), int(fields[4])
-    code = os.waitstatus_to_exitcode(wstatus)
+    if timed_out or len(fields) != 6:
+        return Result(float(timeout), 0.0, 0.0, 0, 0, "timeout" if timed_out else "no result", stdout, stderr)
+    wall, user, sys_, maxrss, minflt, wstatus = float(fields[0]), float(fields[1]), float(fields[2]), \
+        int(fields[3]), int(fields[4]), int(fields[5])
+    status = exit_status(os.waitstatus_to_exitcode(wstatus), stdout)
+    return Result(wall, user, sys_, maxrss, minflt, status, stdout, stderr)
+
+
+def exit_status(code, stdout):
+    """'ok', or what went wrong: a signal, an exit code, or FAILED in the output."""
     if code < 0:
-        status = "signal %d (%s)" % (-code, signal.Signals(-code).name)
-    elif code != 0:
-        status = "exit %d" % code
-    elif "FAILED" in stdout:
-        status = "failed"
-    else:
-        status = "ok"
-    return Result(wall, user, sys_, maxrss, status, stdout, stderr)
+        return "signal %d (%s)" % (-code, signal.Signals(-code).name)
+    if code != 0:
+        return "exit %d" % code
+    if "FAILED" in stdout:
+        return "failed"
+    return "ok"
 
 
 def reproducer(cmd, preload):
@@ -294,18 +316,22 @@ def run_all(build_dir, preload, args):
             for alloc in order:
                 r = run_measured(cmd, preload[alloc], args.timeout)
                 done += 1
-                log("[%3d/%d] round %d %-15s %-12s %7.2f s %8.1f MiB  %s" % (
-                    done, total, rnd + 1, name, alloc, r.wall, r.maxrss_kib / 1024.0,
+                log("[%3d/%d] round %d %-15s %-12s %7.2f s %8.1f MiB %9d faults  %s" % (
+                    done, total, rnd + 1, name, alloc, r.wall, r.maxrss_kib / 1024.0, r.minflt,
                     "" if r.status == "ok" else r.status.upper()))
                 if r.status != "ok":
-                    os.makedirs(os.path.join(args.out, "logs"), exist_ok=True)
-                    base = os.path.join(args.out, "logs", "%s-%s-r%d" % (name, alloc, rnd + 1))
-                    with open(base + ".out", "w") as f:
-                        f.write(r.out)
-                    with open(base + ".err", "w") as f:
-                        f.write(r.err)
+                    save_log(args, "%s-%s-r%d" % (name, alloc, rnd + 1), r.out, r.err)
                 results.append((rnd + 1, name, alloc, r, cmd))
     return results
+
+
+def save_log(args, base, out, err):
+    os.makedirs(os.path.join(args.out, "logs"), exist_ok=True)
+    base = os.path.join(args.out, "logs", base)
+    with open(base + ".out", "w") as f:
+        f.write(out)
+    with open(base + ".err", "w") as f:
+        f.write(err)
 
 
 # ---------------------------------------------------------------------------
@@ -316,15 +342,15 @@ def write_csv(path, results, preload):
     with open(path, "w", newline="") as f:
         w = csv.writer(f)
         w.writerow(["round", "workload", "allocator", "wall_s", "user_s", "sys_s", "maxrss_kib",
-                    "status", "output", "command"])
+                    "minflt", "status", "output", "command"])
         for rnd, name, alloc, r, cmd in results:
             w.writerow([rnd, name, alloc, "%.4f" % r.wall, "%.4f" % r.user, "%.4f" % r.sys,
-                        r.maxrss_kib, r.status, r.figure, reproducer(cmd, preload[alloc])])
+                        r.maxrss_kib, r.minflt, r.status, r.figure, reproducer(cmd, preload[alloc])])
 
 
 def medians(results, allocators, workloads):
-    """{(workload, allocator): (median wall, median maxrss KiB, median user+sys)} over the runs;
-    None if any run failed."""
+    """{(workload, allocator): (median wall, median maxrss KiB, median user+sys, median minor
+    page faults)} over the runs; None if any run failed."""
     med = {}
     for name in workloads:
         for alloc in allocators:
@@ -336,7 +362,8 @@ def medians(results, allocators, workloads):
             else:
                 med[(name, alloc)] = (statistics.median(r.wall for r in runs),
                                       statistics.median(r.maxrss_kib for r in runs),
-                                      statistics.median(r.user + r.sys for r in runs))
+                                      statistics.median(r.user + r.sys for r in runs),
+                                      statistics.median(r.minflt for r in runs))
     return med
 
 
@@ -363,6 +390,8 @@ def ratio_table(med, allocators, workloads, index, unit_fmt):
                 row.append("FAIL")
             elif base is None:
                 row.append(unit_fmt(m[index]))
+            elif base[index] <= 0:
+                row.append("-")
             else:
                 x = m[index] / base[index]
                 ratios[a].append(x)
@@ -401,7 +430,7 @@ def plot(path, title, ylabel, workloads, allocators, med, index):
         xs, ys = [], []
         for j, name in enumerate(workloads):
             base, m = med.get((name, "ours")), med.get((name, a))
-            if base and m:
+            if base and m and base[index] > 0:
                 xs.append(j + (i - (len(allocators) - 1) / 2) * width)
                 ys.append(m[index] / base[index])
         ax.bar(xs, ys, width=width, label=a)
@@ -502,6 +531,103 @@ def instructions(build_dir, preload, args):
 
 
 # ---------------------------------------------------------------------------
+# --syscalls: each workload once under each allocator under strace -f -c
+# ---------------------------------------------------------------------------
+
+SYSCALLS = ["madvise", "mmap", "munmap", "mprotect", "brk"]
+
+
+def parse_strace_summary(path):
+    """{syscall: calls} from the table `strace -c` writes (all threads with -f).
+
+    A row is: % time, seconds, usecs/call, calls, [errors], syscall. The
+    'total' row is left out: the total is the sum of the rows."""
+    counts = {}
+    with open(path) as f:
+        for line in f:
+            fields = line.split()
+            if len(fields) < 5 or not re.match(r"^\d+(\.\d+)?$", fields[0]) or fields[-1] == "total":
+                continue
+            if not fields[3].isdigit():
+                continue
+            counts[fields[-1]] = counts.get(fields[-1], 0) + int(fields[3])
+    return counts
+
+
+def run_strace(cmd, preload, out_file, timeout):
+    """Run cmd under strace -f -c (preload set for the program, not for strace);
+    returns (status, stdout, stderr, {syscall: calls})."""
+    if os.path.exists(out_file):
+        os.remove(out_file)   # a summary of an earlier run must not count
+    trace = ["strace", "-f", "-c", "-o", out_file] + (["-E", "LD_PRELOAD=" + preload] if preload else [])
+    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
+        proc = subprocess.Popen(trace + cmd, env=env_for(None), stdout=out, stderr=err,
+                                stdin=subprocess.DEVNULL, start_new_session=True)
+        try:
+            code = proc.wait(timeout=timeout)
+            status = None
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)   # strace and the program
+            proc.wait()
+            status = "timeout"
+        out.seek(0)
+        err.seek(0)
+        stdout = out.read().decode(errors="replace")
+        stderr = err.read().decode(errors="replace")
+    if status is None:
+        # strace exits with the program's code, or kills itself with its signal
+        status = exit_status(code, stdout)
+    counts = parse_strace_summary(out_file) if os.path.exists(out_file) else {}
+    if status == "ok" and not counts:
+        status = "no strace summary"
+    return status, stdout, stderr, counts
+
+
+def count_syscalls(build_dir, preload, args):
+    """Run every selected workload once under every allocator under strace; returns
+    the table (header, rows) and the failures."""
+    workloads = [w for w in WORKLOADS if w[0] in args.only]
+    trace_dir = os.path.join(args.out, "strace")
+    os.makedirs(trace_dir, exist_ok=True)
+    total = len(workloads) * len(args.allocators)
+    done = 0
+    table = []      # (workload, allocator, status, counts, cmd)
+    failures = []
+    for name, program, full, quick in workloads:
+        cmd = [binary(build_dir, program)] + (quick if args.quick else full)
+        for alloc in args.allocators:
+            out_file = os.path.join(trace_dir, "%s-%s.txt" % (name, alloc))
+            started = time.monotonic()
+            status, stdout, stderr, counts = run_strace(cmd, preload[alloc], out_file, args.timeout)
+            done += 1
+            log("[%3d/%d] %-15s %-12s %8d system calls  (%.1f s under strace)  %s" % (
+                done, total, name, alloc, sum(counts.values()), time.monotonic() - started,
+                "" if status == "ok" else status.upper()))
+            if status != "ok":
+                save_log(args, "%s-%s-strace" % (name, alloc), stdout, stderr)
+                detail = ([l for l in stdout.splitlines() if l.strip()] or
+                          stderr.strip().splitlines() or [""])[-1]
+                failures.append("%s under %s (strace): %s: %s\n    reproduce: %s" % (
+                    name, alloc, status, detail, reproducer(cmd, preload[alloc])))
+            table.append((name, alloc, status, counts, cmd))
+    with open(os.path.join(args.out, "syscalls.csv"), "w", newline="") as f:
+        w = csv.writer(f)
+        w.writerow(["workload", "allocator", "status", "syscall", "calls"])
+        for name, alloc, status, counts, _ in table:
+            for sc, n in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0])):
+                w.writerow([name, alloc, status, sc, n])
+    header = ["workload", "allocator"] + SYSCALLS + ["total"]
+    rows = []
+    for name, alloc, status, counts, _ in table:
+        if status != "ok" and not counts:
+            rows.append([name, alloc] + ["-"] * len(SYSCALLS) + ["FAIL"])
+            continue
+        rows.append([name, alloc] + [str(counts.get(sc, 0)) for sc in SYSCALLS] +
+                    [str(sum(counts.values())) + ("" if status == "ok" else " FAIL")])
+    return header, rows, failures
+
+
+# ---------------------------------------------------------------------------
 # Environment record and the main program
 # ---------------------------------------------------------------------------
 
@@ -527,7 +653,9 @@ def describe_environment(path, preload, args):
                           " (with local changes)" if cmd_out(["git", "status", "--porcelain"]) else ""),
         "compiler: " + cmd_out(["cc", "--version"]).splitlines()[0] if shutil.which("cc") else "compiler: ?",
         "packages: " + cmd_out(["dpkg-query", "-W", "-f", "${Package} ${Version}, "] + packages).rstrip(", "),
-        "mode: %s, %d rounds, timeout %d s" % ("quick" if args.quick else "full", args.rounds, args.timeout),
+        "mode: %s, %s, timeout %d s" % ("quick" if args.quick else "full",
+                                        "system calls (strace -f -c)" if args.syscalls
+                                        else "%d rounds" % args.rounds, args.timeout),
     ]
     lines += ["preload %s: %s" % (a, preload[a] or "(none)") for a in args.allocators]
     with open(path, "w") as f:
@@ -548,13 +676,22 @@ def parse_args():
                    ",".join(a[0] for a in ALLOCATORS))
     p.add_argument("--lib", help="our libmimalloc.so to use instead of building one")
     p.add_argument("--secure-lib", help="our secure libmimalloc.so (adds the ours-secure column)")
-    p.add_argument("--timeout", type=int, help="seconds before a run counts as hung (default 120, quick 60)")
+    p.add_argument("--timeout", type=int, help="seconds before a run counts as hung "
+                   "(default 120, quick 60; with --syscalls 600, quick 300)")
     p.add_argument("--no-instr", dest="instr", action="store_false", help="skip the instruction counts")
     p.add_argument("--instr-only", action="store_true", help="only the instruction counts")
     p.add_argument("--no-plots", dest="plots", action="store_false", help="skip the charts")
+    p.add_argument("--syscalls", action="store_true",
+                   help="instead of the timed rounds: run each workload once per allocator under "
+                   "strace -f -c and count system calls (syscalls.md)")
     args = p.parse_args()
     args.out = os.path.abspath(args.out)
     args.rounds = args.rounds or (1 if args.quick else 3)
+    if args.syscalls:
+        # strace stops the program at every system call: allow for it
+        args.timeout = args.timeout or (300 if args.quick else 600)
+        args.instr = args.plots = False
+        args.instr_only = False
     args.timeout = args.timeout or (60 if args.quick else 120)
     names = [a[0] for a in ALLOCATORS]
     args.allocators = args.allocators.split(",") if args.allocators else list(names)
@@ -597,6 +734,26 @@ def main():
     summary = ["# Benchmark results", ""] + ["    " + l for l in env_lines] + [""]
     failures = []
 
+    if args.syscalls:
+        sh, sr, failures = count_syscalls(build_dir, preload, args)
+        title = ("SYSTEM CALLS: calls made by the whole process (all threads) in one run under "
+                 "strace -f -c; total: all system calls")
+        log("\n" + title)
+        log(format_text(sh, sr))
+        lines = ["# System calls", ""] + ["    " + l for l in env_lines] + [
+            "", "Calls made by the whole process (all threads) in one run of each workload under "
+            "`strace -f -c` (the time under strace means nothing); `total`: all system calls.", "",
+            format_markdown(sh, sr), ""]
+        if failures:
+            lines += ["## Failures", ""] + ["    " + f for f in failures] + [""]
+            log("\nFAILURES")
+            for f in failures:
+                log("  " + f)
+        with open(os.path.join(args.out, "syscalls.md"), "w") as f:
+            f.write("\n".join(lines))
+        log("\nwritten to %s (%.0f s in total)" % (args.out, time.monotonic() - started))
+        return 1 if failures else 0
+
     if not args.instr_only:
         results = run_all(build_dir, preload, args)
         write_csv(os.path.join(args.out, "results.csv"), results, preload)
@@ -607,6 +764,7 @@ def main():
         th, tr, _ = ratio_table(med, args.allocators, workloads, 0, fmt_s)
         rh, rr, _ = ratio_table(med, args.allocators, workloads, 1, fmt_mib)
         ch, cr, _ = ratio_table(med, args.allocators, workloads, 2, fmt_s)
+        fh, fr, _ = ratio_table(med, args.allocators, workloads, 3, lambda v: "%d" % v)
         log("\nTIME: median wall time; ours in seconds, the others relative to ours (lower is better)")
         log(format_text(th, tr))
         log("\nRSS: median peak resident set; ours in MiB, the others relative to ours (lower is better)")
@@ -614,12 +772,17 @@ def main():
         log("\nCPU: median user+system time; ours in seconds, the others relative to ours (less noisy "
             "than wall time on a shared machine)")
         log(format_text(ch, cr))
+        log("\nPAGE FAULTS: median minor page faults (ru_minflt); ours as a count, the others relative "
+            "to ours (lower is better)")
+        log(format_text(fh, fr))
         summary += ["## Time (median wall time; ours in seconds, others relative to ours)", "",
                     format_markdown(th, tr), "",
                     "## Peak RSS (median; ours in MiB, others relative to ours)", "",
                     format_markdown(rh, rr), "",
                     "## CPU time (median user+system; ours in seconds, others relative to ours)", "",
-                    format_markdown(ch, cr), ""]
+                    format_markdown(ch, cr), "",
+                    "## Minor page faults (median; ours as a count, others relative to ours)", "",
+                    format_markdown(fh, fr), ""]
         # deterministic workloads must print the same check value under every allocator
         checks = {}
         for rnd, name, alloc, r, cmd in results:
@@ -640,6 +803,8 @@ def main():
                  "time " + axis, workloads, args.allocators, med, 0)
             plot(os.path.join(args.out, "rss.png"), "Median peak RSS " + axis.split(" (")[0],
                  "peak RSS " + axis, workloads, args.allocators, med, 1)
+            plot(os.path.join(args.out, "faults.png"), "Median minor page faults " + axis.split(" (")[0],
+                 "minor page faults " + axis, workloads, args.allocators, med, 3)
 
     if args.instr:
         ih, ir = instructions(build_dir, preload, args)

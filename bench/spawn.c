@@ -1,5 +1,6 @@
 /* ----------------------------------------------------------------------------
-  spawn.c -- run one command and report its time and peak resident set.
+  spawn.c -- run one command and report its time, peak resident set and
+  minor page faults.
 
   The runner (bench/run.py) starts every measured program through this
   helper instead of directly, because Linux carries the peak RSS of a process
@@ -10,7 +11,10 @@
 
   usage: spawn RESULT-FILE PRELOAD command [args...]
          (PRELOAD "-" or "" for none)
-  writes to RESULT-FILE one line: wall_s user_s sys_s maxrss_kib wait_status
+  writes to RESULT-FILE one line:
+      wall_s user_s sys_s maxrss_kib minflt wait_status
+  (minflt: minor page faults, ru_minflt: pages the kernel had to map in,
+  most of them memory touched for the first time since it came from the OS)
   and exits with the program's exit code (128 + signal if it was killed).
 -----------------------------------------------------------------------------*/
 #define _GNU_SOURCE
@@ -50,9 +54,10 @@ int main(int argc, char** argv) {
   const double wall = now() - start;
   FILE* f = fopen(argv[1], "w");
   if (f == NULL) { perror("spawn: result file"); return 2; }
-  fprintf(f, "%.6f %.6f %.6f %ld %d\n", wall,
+  fprintf(f, "%.6f %.6f %.6f %ld %ld %d\n", wall,
           (double)ru.ru_utime.tv_sec + 1e-6 * (double)ru.ru_utime.tv_usec,
-          (double)ru.ru_stime.tv_sec + 1e-6 * (double)ru.ru_stime.tv_usec, ru.ru_maxrss, status);
+          (double)ru.ru_stime.tv_sec + 1e-6 * (double)ru.ru_stime.tv_usec, ru.ru_maxrss, ru.ru_minflt,
+          status);
   fclose(f);
   if (WIFSIGNALED(status)) return 128 + WTERMSIG(status);
   return WEXITSTATUS(status);
