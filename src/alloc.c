@@ -368,19 +368,14 @@ static mi_decl_noinline void mi_free_generic(mi_segment_t* segment, mi_page_t* p
     mi_free_block_local(page, block);
     return;
   }
-  if (owner == 0) {
-    // abandoned: a huge block's segment is freed at once; any other segment
-    // is reclaimed by this thread if it can (then the free is local)
-    if (segment->page_kind == MI_PAGE_HUGE) {
-      _mi_segment_huge_page_free(segment, page, block);
-      return;
-    }
-    if (_mi_segment_reclaim_on_free(segment, mi_get_default_heap())) {
-      mi_free_block_local(page, block);
-      return;
-    }
+  if (owner == 0 && segment->page_kind == MI_PAGE_HUGE) {
+    // abandoned huge block: its segment is freed at once
+    _mi_segment_huge_page_free(segment, page, block);
+    return;
   }
   mi_free_block_mt(page, block);
+  // a free into an abandoned segment is collected by the abandoned sweep
+  if (owner == 0) _mi_segment_abandoned_free_note();
 }
 
 // A NULL pointer or one at offset 0 of a segment unit (big-alignment block).

@@ -113,6 +113,7 @@ void       _mi_region_try_purge(void);
 void       _mi_region_abandon(mi_segment_t* segment);
 bool       _mi_region_claim_abandoned(mi_segment_t* segment);
 mi_segment_t* _mi_region_next_abandoned(size_t* cursor);
+void       _mi_region_visit_abandoned(void (*fn)(mi_segment_t* segment, void* arg), void* arg);
 size_t     _mi_region_abandoned_count(void);
 void       _mi_region_visit_segments(void (*fn)(mi_segment_t* segment));
 void       _mi_segment_map_allocated_at(const mi_segment_t* segment);
@@ -125,7 +126,8 @@ mi_page_t* _mi_segment_page_alloc(mi_heap_t* heap, size_t block_size, size_t pag
 void       _mi_segment_page_free(mi_page_t* page, bool force, mi_segments_tld_t* tld);
 void       _mi_segment_page_abandon(mi_page_t* page, mi_segments_tld_t* tld);
 uint8_t*   _mi_segment_page_start(const mi_segment_t* segment, const mi_page_t* page, size_t block_size, size_t* page_size, size_t* pre_size);
-bool       _mi_segment_reclaim_on_free(mi_segment_t* segment, mi_heap_t* heap);
+void       _mi_segment_abandoned_free_note(void);
+void       _mi_segments_try_sweep_abandoned(void);
 void       _mi_abandoned_reclaim_all(mi_heap_t* heap, mi_segments_tld_t* tld);
 void       _mi_segments_collect(bool force, mi_segments_tld_t* tld);
 mi_segment_t* _mi_segment_of_unit_aligned(const void* p);

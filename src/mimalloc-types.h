@@ -223,13 +223,13 @@ typedef struct mi_page_s {
   #if defined(MI_ENCODE_FREELIST)
   uintptr_t keys[2];            // per-page keys of the encoded free lists
   #endif
-  uint32_t used;                // blocks in use; while unused: the reset expiry time in ms
+  uint32_t used;                // blocks in use; while unused and purge-pending: the purge expiry (ms)
   uint32_t xblock_size;         // block size, or MI_HUGE_BLOCK_SIZE (then derive from the segment)
   mi_block_t* local_free;       // blocks freed by the owner (owner only)
   _Atomic(mi_thread_free_t) xthread_free;  // blocks freed by other threads | delayed state
   _Atomic(uintptr_t) xheap;     // owning heap, or 0 when abandoned
 
-  struct mi_page_s* next;       // heap queue links, or the reset queue while unused
+  struct mi_page_s* next;       // heap queue links
   struct mi_page_s* prev;
 } mi_page_t;
 
@@ -273,6 +273,10 @@ typedef struct mi_segment_s {
   uint8_t*   aligned_block;     // big-alignment huge segment: the block start (else NULL)
 
   size_t     page_shift;        // log2 of the page size (16, 19 or 22)
+  uint64_t   purge_mask;        // unused pages whose delayed purge is pending (bit i: pages[i])
+  int64_t    purge_expire;      // earliest expiry among them (ms); 0 iff purge_mask == 0
+  struct mi_segment_s* purge_next;  // the owner's list of segments with pending purges
+  struct mi_segment_s* purge_prev;
   _Atomic(uintptr_t) thread_id; // owner thread, 0 when abandoned
   mi_page_kind_t page_kind;
   mi_page_t  pages[1];          // `capacity` descriptors (the first one inline)
@@ -370,16 +374,16 @@ typedef struct mi_segment_queue_s {
   mi_segment_t* last;
 } mi_segment_queue_t;
 
-// Pages waiting for their delayed reset, newest first (so ordered by expiry).
-typedef struct mi_page_reset_queue_s {
-  mi_page_t* first;
-  mi_page_t* last;
-} mi_page_reset_queue_t;
+// Segments with pending page purges (purge_mask != 0), in no particular order.
+typedef struct mi_segment_purge_list_s {
+  mi_segment_t* first;
+  int64_t       expire;                // earliest purge_expire of the list (0: empty)
+} mi_segment_purge_list_t;
 
 typedef struct mi_segments_tld_s {
   mi_segment_queue_t    small_free;    // small segments with an unused page
   mi_segment_queue_t    medium_free;   // medium segments with an unused page
-  mi_page_reset_queue_t pages_reset;   // unused pages waiting for their reset
+  mi_segment_purge_list_t purge;       // owned segments with unused pages waiting for their purge
   size_t count;                        // segments owned
   size_t peak_count;
   size_t current_size;                 // bytes of segments owned

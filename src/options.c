@@ -51,7 +51,7 @@ static mi_option_desc_t options[_mi_option_last] = {
   { 0, MI_UNINIT, MI_OPTION(reserve_huge_os_pages) },// reserve N 1 GiB pages at start
   { 0, MI_UNINIT, MI_OPTION(segment_cache) },        // per-thread segment cache size
   { 1, MI_UNINIT, MI_OPTION(page_reset) },           // purge free pages after reset_delay
-  { 1, MI_UNINIT, MI_OPTION(abandoned_page_reset) }, // purge free pages of abandoned segments now (1.6: 0; see docs/design.md)
+  { 0, MI_UNINIT, MI_OPTION(abandoned_page_reset) }, // purge free pages of abandoned segments at once, not after the delay
   { 0, MI_UNINIT, MI_OPTION(segment_reset) },        // purge freed segments now (no delay)
   { 1, MI_UNINIT, MI_OPTION(eager_commit_delay) },   // first N segments commit page by page
   { 100, MI_UNINIT, MI_OPTION(reset_delay) },        // milliseconds before a purge

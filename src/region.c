@@ -162,7 +162,11 @@ static size_t mi_region_create(bool commit, bool allow_large) {
     mi_atomic_store_release(&regions[idx].state, MI_REGION_SETUP);
   }
   mem_region_t* region = &regions[idx];
-  const bool eager = commit && (mi_option_get(mi_option_eager_region_commit) != 0);
+  // accessible memory that is never touched costs nothing on an overcommitting OS:
+  // with eager_region_commit the region is committed whatever this first request wants,
+  // so that later segments carved from it need no commit call
+  (void)commit;
+  const bool eager = (mi_option_get(mi_option_eager_region_commit) != 0);
   bool is_large = false, is_zero = false;
   void* start = _mi_os_alloc_aligned_at(MI_REGION_SIZE, MI_SEGMENT_SIZE, 0, eager, allow_large && eager, &is_large, &is_zero);
   if (start == NULL) {
@@ -440,6 +444,28 @@ mi_segment_t* _mi_region_next_abandoned(size_t* cursor) {
     // someone else took it: look again from the same place
   }
   return NULL;
+}
+
+// Claim every segment that is abandoned now, one at a time, and call `fn` on
+// it; `fn` owns the segment and must abandon it again (or keep it). Segments
+// abandoned while the visit runs may or may not be visited.
+void _mi_region_visit_abandoned(void (*fn)(mi_segment_t* segment, void* arg), void* arg) {
+  if (mi_atomic_load_relaxed(&abandoned_count) == 0) return;
+  const size_t count = mi_atomic_load_acquire(&regions_count);
+  for (size_t idx = 0; idx < count; idx++) {
+    mem_region_t* region = &regions[idx];
+    uintptr_t map = mi_atomic_load_relaxed(&region->abandoned);
+    if (map == 0 || mi_atomic_load_acquire(&region->state) != MI_REGION_LIVE) continue;
+    uint8_t* start = (uint8_t*)mi_atomic_load_acquire(&region->start);
+    while (map != 0) {
+      const size_t i = mi_ctz(map);
+      const uintptr_t bit = (uintptr_t)1 << i;
+      map &= ~bit;
+      if ((mi_atomic_and_acq_rel(&region->abandoned, ~bit) & bit) == 0) continue;   // taken meanwhile
+      mi_atomic_sub_relaxed(&abandoned_count, 1);
+      fn((mi_segment_t*)(start + i * MI_SEGMENT_SIZE), arg);
+    }
+  }
 }
 
 // ---------------------------------------------------------------------------

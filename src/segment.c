@@ -187,22 +187,249 @@ static void mi_segments_track_size(long segment_size, mi_segments_tld_t* tld) {
 }
 
 // ---------------------------------------------------------------------------
-// Page reset (purge) and its delay
+// Page purge and its delay
+// ---------------------------------------------------------------------------
+//
+// An unused page of a small or medium segment is not purged at once: its bit
+// is set in the segment's purge_mask with an expiry `reset_delay` ms ahead
+// (kept in page->used while the page is unused), and the segment joins its
+// owner's purge list. Claiming the page before then clears the bit: no system
+// call. When a segment's earliest expiry has passed, every pending page of it
+// that is due (or due within a quarter of the delay) is purged, one system
+// call per run of adjacent pages, so a segment whose pages emptied together
+// costs one madvise instead of one per page.
+//
+// Abandoned segments keep their pending purges: the thread that reclaims the
+// segment inherits them, and until then the process-wide sweep
+// (_mi_segments_try_purge_abandoned) purges them when they are due. So a thread
+// that ends purges nothing itself, and a segment reclaimed soon after by the
+// next thread is used again without a purge and a refault.
+
+static int64_t mi_purge_delay(void) {
+  const long delay = mi_option_get(mi_option_reset_delay);
+  return (delay < 0 ? 0 : delay);
+}
+
+static bool mi_page_is_purgeable(const mi_segment_t* segment, const mi_page_t* page) {
+  return (!segment->mem_is_fixed && page->is_committed && !page->is_reset);
+}
+
+static uint64_t mi_segment_page_bit(const mi_page_t* page) {
+  return ((uint64_t)1 << page->segment_idx);
+}
+
+// Purge the unused pages of `mask` now: one system call per run of adjacent pages.
+static void mi_segment_purge_pages(mi_segment_t* segment, uint64_t mask) {
+  mi_assert_internal(segment->page_kind <= MI_PAGE_MEDIUM && segment->aligned_block == NULL);
+  const size_t psize = mi_segment_page_size(segment);
+  const bool decommit = mi_option_is_enabled(mi_option_reset_decommits);
+  while (mask != 0) {
+    const size_t first = mi_ctz(mask);
+    const size_t count = mi_ctz(~(mask >> first));   // never all ones: capacity <= 64 bits, and a full run ends at bit 63
+    const size_t n = (first + count > 64 ? 64 - first : count);
+    const uint64_t run = (n >= 64 ? ~(uint64_t)0 : (((uint64_t)1 << n) - 1) << first);
+    uint8_t* start = _mi_segment_page_start(segment, &segment->pages[first], 0, NULL, NULL);
+    uint8_t* end = (uint8_t*)segment + (first + n) * psize;
+    bool ok;
+    if (decommit) {
+      ok = _mi_os_decommit(start, (size_t)(end - start));
+      if (ok) mi_stat_increase(NULL, reset, _mi_os_inward_size(start, (size_t)(end - start)));
+    }
+    else {
+      ok = _mi_os_reset(start, (size_t)(end - start));   // counts itself
+    }
+    if (ok) {
+      for (size_t i = first; i < first + n; i++) {
+        mi_page_t* page = &segment->pages[i];
+        mi_assert_internal(!page->segment_in_use && mi_page_is_purgeable(segment, page));
+        page->is_reset = true;
+        if (decommit) page->is_committed = false;
+      }
+    }
+    mask &= ~run;
+  }
+}
+
+static void mi_purge_list_add(mi_segment_t* segment, mi_segments_tld_t* tld) {
+  mi_assert_internal(segment->purge_mask != 0 && segment->purge_prev == NULL && segment->purge_next == NULL);
+  segment->purge_next = tld->purge.first;
+  if (tld->purge.first != NULL) tld->purge.first->purge_prev = segment;
+  tld->purge.first = segment;
+  if (tld->purge.expire == 0 || segment->purge_expire < tld->purge.expire) tld->purge.expire = segment->purge_expire;
+}
+
+static bool mi_purge_list_contains(const mi_segment_t* segment, const mi_segments_tld_t* tld) {
+  return (segment->purge_prev != NULL || tld->purge.first == segment);
+}
+
+// (tld->purge.expire may stay early: that costs one needless walk of the list)
+static void mi_purge_list_remove(mi_segment_t* segment, mi_segments_tld_t* tld) {
+  if (tld == NULL || !mi_purge_list_contains(segment, tld)) return;
+  if (segment->purge_prev != NULL) segment->purge_prev->purge_next = segment->purge_next;
+  if (segment->purge_next != NULL) segment->purge_next->purge_prev = segment->purge_prev;
+  if (tld->purge.first == segment) tld->purge.first = segment->purge_next;
+  segment->purge_next = segment->purge_prev = NULL;
+  if (tld->purge.first == NULL) tld->purge.expire = 0;
+}
+
+// Purge the pending pages of a segment that are due at `now` (all if forced)
+// and recompute its expiry.
+static void mi_segment_purge_due(mi_segment_t* segment, int64_t now, bool force) {
+  if (segment->purge_mask == 0) return;
+  if (!force && now < segment->purge_expire) return;
+  // pages due within a quarter of the delay go along: fewer, longer runs
+  const uint32_t horizon = (uint32_t)(now + mi_purge_delay() / 4);
+  uint64_t due = 0;
+  int64_t next = 0;
+  for (uint64_t m = segment->purge_mask; m != 0; m &= m - 1) {
+    mi_page_t* page = &segment->pages[mi_ctz(m)];
+    const uint32_t expire = page->used;   // ms, truncated to 32 bits: compare by difference
+    if (force || (int32_t)(horizon - expire) >= 0) {
+      due |= mi_segment_page_bit(page);
+      page->used = 0;
+    }
+    else {
+      const int64_t e = now + (int32_t)(expire - (uint32_t)now);   // back to 64 bits
+      if (next == 0 || e < next) next = e;
+    }
+  }
+  segment->purge_mask &= ~due;
+  segment->purge_expire = next;
+  mi_segment_purge_pages(segment, due);
+}
+
+// An unused page: purge it after the delay, unless it is claimed before.
+// `tld` is the owner's, or NULL for an abandoned segment (the sweep's).
+static void mi_segment_purge_add(mi_segment_t* segment, mi_page_t* page, mi_segments_tld_t* tld) {
+  mi_assert_internal(!page->segment_in_use && page->used == 0);
+  if (!mi_option_is_enabled(mi_option_page_reset)) return;
+  if (segment->page_kind > MI_PAGE_MEDIUM || !mi_page_is_purgeable(segment, page)) return;
+  const int64_t delay = mi_purge_delay();
+  if (delay == 0) {
+    mi_segment_purge_pages(segment, mi_segment_page_bit(page));
+    return;
+  }
+  const int64_t expire = _mi_prim_clock_now() + delay;
+  page->used = (uint32_t)expire;
+  segment->purge_mask |= mi_segment_page_bit(page);
+  if (segment->purge_expire == 0) {
+    segment->purge_expire = expire;
+    if (tld != NULL) mi_purge_list_add(segment, tld);
+  }
+}
+
+// A pending page is claimed again: no purge.
+static void mi_segment_purge_cancel(mi_segment_t* segment, mi_page_t* page, mi_segments_tld_t* tld) {
+  const uint64_t bit = mi_segment_page_bit(page);
+  if ((segment->purge_mask & bit) == 0) return;
+  segment->purge_mask &= ~bit;
+  page->used = 0;
+  if (segment->purge_mask == 0) {
+    segment->purge_expire = 0;
+    mi_purge_list_remove(segment, tld);
+  }
+  // else purge_expire may be early: mi_segment_purge_due recomputes it
+}
+
+// Drop all pending purges of a segment (it is freed, and its memory goes back
+// to the region, which purges it after its own delay).
+static void mi_segment_purge_clear(mi_segment_t* segment, mi_segments_tld_t* tld) {
+  mi_purge_list_remove(segment, tld);
+  for (uint64_t m = segment->purge_mask; m != 0; m &= m - 1) segment->pages[mi_ctz(m)].used = 0;
+  segment->purge_mask = 0;
+  segment->purge_expire = 0;
+}
+
+// Purge what is due in this thread's segments (everything if forced).
+static void mi_segments_purge_due(mi_segments_tld_t* tld, bool force) {
+  if (tld->purge.first == NULL) return;
+  const int64_t now = _mi_prim_clock_now();
+  if (!force && now < tld->purge.expire) return;
+  int64_t next = 0;
+  mi_segment_t* segment = tld->purge.first;
+  while (segment != NULL) {
+    mi_segment_t* snext = segment->purge_next;
+    mi_segment_purge_due(segment, now, force);
+    if (segment->purge_mask == 0) mi_purge_list_remove(segment, tld);
+    else if (next == 0 || segment->purge_expire < next) next = segment->purge_expire;
+    segment = snext;
+  }
+  tld->purge.expire = next;
+}
+
+// ---------------------------------------------------------------------------
+// The abandoned sweep: abandoned segments are looked after by whichever
+// thread notices that work is due. It collects the blocks other threads freed
+// into them, gives their empty pages back (and frees segments that became
+// empty) and performs their due purges. Due means: the earliest pending purge
+// of an abandoned segment expired, or blocks were freed into abandoned
+// segments `reset_delay` ms ago. A thread that ends therefore purges nothing
+// itself, and the next thread can reclaim its segments without refaulting
+// them; a thread that frees what an ended thread left does not take over the
+// ended thread's segments (which made segments bounce between short-lived
+// threads), yet the memory goes back. Costs one clock read per call when
+// nothing is due.
 // ---------------------------------------------------------------------------
 
-static void mi_page_reset(mi_segment_t* segment, mi_page_t* page) {
-  if (segment->mem_is_fixed || page->is_reset || !page->is_committed) return;
-  size_t psize;
-  uint8_t* start = _mi_segment_page_start(segment, page, 0, &psize, NULL);
-  if (mi_option_get(mi_option_reset_decommits)) {
-    if (!_mi_os_decommit(start, psize)) return;
-    page->is_committed = false;
-    mi_stat_increase(NULL, reset, _mi_os_inward_size(start, psize));
+static void mi_segment_page_clear(mi_segment_t* segment, mi_page_t* page, mi_segments_tld_t* tld);
+static void mi_segment_os_free(mi_segment_t* segment, bool purge_now, mi_stats_t* stats);
+static void mi_segment_mark_abandoned(mi_segment_t* segment);
+
+static _Atomic(int64_t) mi_abandoned_sweep_expire;   // when the next sweep is due (0: none pending)
+
+static void mi_abandoned_sweep_note(int64_t expire) {
+  if (expire == 0) return;
+  int64_t next = mi_atomic_load_relaxed(&mi_abandoned_sweep_expire);
+  while ((next == 0 || expire < next) && !mi_atomic_cas_weak_acq_rel(&mi_abandoned_sweep_expire, &next, expire)) { /* retry */ }
+}
+
+static mi_decl_thread uint32_t mi_abandoned_frees;   // frees into abandoned segments by this thread
+
+// A block was freed into an abandoned segment: make sure a sweep is scheduled
+// (a clock read on the first such free after a sweep), and check whether one
+// is due on every 64th such free of this thread.
+void _mi_segment_abandoned_free_note(void) {
+  if (mi_atomic_load_relaxed(&mi_abandoned_sweep_expire) == 0) {
+    mi_abandoned_sweep_note(_mi_prim_clock_now() + mi_purge_delay());
   }
-  else {
-    if (!_mi_os_reset(start, psize)) return;   // counts itself
+  else if ((++mi_abandoned_frees % 64) != 0) {
+    return;
   }
-  page->is_reset = true;
+  _mi_segments_try_sweep_abandoned();
+}
+
+// The segment is claimed by the sweep (its abandoned bit cleared, owner id 0).
+static void mi_abandoned_sweep_visit(mi_segment_t* segment, void* arg) {
+  const int64_t now = *(const int64_t*)arg;
+  for (size_t i = 0; i < segment->capacity && segment->page_kind <= MI_PAGE_MEDIUM; i++) {
+    mi_page_t* page = &segment->pages[i];
+    if (!page->segment_in_use) continue;
+    _mi_page_free_collect(page, false);
+    if (mi_page_all_free(page)) {
+      mi_assert_internal(segment->abandoned > 0);
+      segment->abandoned--;
+      mi_stat_decrease(NULL, pages_abandoned, 1);
+      mi_segment_page_clear(segment, page, NULL);
+    }
+  }
+  if (segment->used == 0) {
+    mi_stat_decrease(NULL, segments_abandoned, 1);
+    mi_segment_purge_clear(segment, NULL);
+    mi_segment_os_free(segment, false, NULL);
+    return;
+  }
+  mi_segment_purge_due(segment, now, false);
+  mi_segment_mark_abandoned(segment);
+}
+
+void _mi_segments_try_sweep_abandoned(void) {
+  const int64_t next = mi_atomic_load_relaxed(&mi_abandoned_sweep_expire);
+  if (next == 0) return;
+  int64_t now = _mi_prim_clock_now();
+  if (now < next) return;
+  int64_t expected = next;
+  if (!mi_atomic_cas_strong_acq_rel(&mi_abandoned_sweep_expire, &expected, 0)) return;   // another thread sweeps
+  _mi_region_visit_abandoned(&mi_abandoned_sweep_visit, &now);
 }
 
 // The statistics of a reset page that is used again (or goes back with its segment).
@@ -229,85 +456,6 @@ static bool mi_page_unreset(mi_segment_t* segment, mi_page_t* page) {
     page->is_zero_init = (page->segment_idx > 0 || segment->aligned_block != NULL);
   }
   return true;
-}
-
-static bool mi_page_reset_is_expired(const mi_page_t* page, int64_t now) {
-  int32_t expire = (int32_t)page->used;
-  return (((int32_t)now - expire) >= 0);
-}
-
-#if (MI_DEBUG >= 3)
-static bool mi_pages_reset_contains(const mi_page_t* page, mi_segments_tld_t* tld) {
-  for (mi_page_t* p = tld->pages_reset.first; p != NULL; p = p->next) {
-    if (p == page) return true;
-  }
-  return false;
-}
-#endif
-
-static bool mi_page_in_reset_queue(const mi_page_t* page, mi_segments_tld_t* tld) {
-  bool in_queue = (page->next != NULL || page->prev != NULL || tld->pages_reset.first == page);
-  mi_assert_expensive(in_queue == mi_pages_reset_contains(page, tld));
-  return in_queue;
-}
-
-static void mi_pages_reset_add(mi_segment_t* segment, mi_page_t* page, mi_segments_tld_t* tld) {
-  mi_assert_internal(!page->segment_in_use);
-  if (!mi_option_get(mi_option_page_reset)) return;
-  if (segment->mem_is_fixed || page->is_reset || !page->is_committed) return;
-  const long delay = mi_option_get(mi_option_reset_delay);
-  if (delay <= 0) {
-    mi_page_reset(segment, page);
-    return;
-  }
-  // newest first: the queue stays ordered by expiry
-  page->used = (uint32_t)(_mi_prim_clock_now() + delay);
-  page->next = tld->pages_reset.first;
-  page->prev = NULL;
-  if (page->next == NULL) tld->pages_reset.last = page;
-  else page->next->prev = page;
-  tld->pages_reset.first = page;
-}
-
-static void mi_pages_reset_remove(mi_page_t* page, mi_segments_tld_t* tld) {
-  if (!mi_page_in_reset_queue(page, tld)) return;
-  mi_page_reset_queue_t* pq = &tld->pages_reset;
-  if (page->prev != NULL) page->prev->next = page->next;
-  if (page->next != NULL) page->next->prev = page->prev;
-  if (page == pq->last) pq->last = page->prev;
-  if (page == pq->first) pq->first = page->next;
-  page->next = page->prev = NULL;
-  page->used = 0;
-}
-
-// Take all unused pages of a segment off the reset queue, resetting them now
-// if `reset` (otherwise their memory goes back with the segment).
-static void mi_pages_reset_remove_all_in_segment(mi_segment_t* segment, bool reset, mi_segments_tld_t* tld) {
-  if (segment->mem_is_fixed) return;
-  for (size_t i = 0; i < segment->capacity; i++) {
-    mi_page_t* page = &segment->pages[i];
-    if (!page->segment_in_use && page->is_committed && !page->is_reset) {
-      mi_pages_reset_remove(page, tld);
-      if (reset) mi_page_reset(segment, page);
-    }
-  }
-}
-
-// Reset the pages whose delay has expired (all of them if forced).
-static void mi_reset_delayed(mi_segments_tld_t* tld, bool force) {
-  if (tld->pages_reset.last == NULL) return;
-  const int64_t now = _mi_prim_clock_now();
-  mi_page_t* page = tld->pages_reset.last;
-  while (page != NULL && (force || mi_page_reset_is_expired(page, now))) {
-    mi_page_t* prev = page->prev;
-    page->used = 0;
-    page->next = page->prev = NULL;
-    mi_page_reset(_mi_page_segment(page), page);
-    page = prev;
-  }
-  tld->pages_reset.last = page;
-  if (page == NULL) tld->pages_reset.first = NULL;
-  else page->next = NULL;
 }
 
 // ---------------------------------------------------------------------------
@@ -354,8 +502,6 @@ static mi_segment_t* mi_segment_cache_pop(mi_segments_tld_t* tld) {
   mi_stat_decrease(&_mi_segments_tld_stats(tld), segments_cached, 1);
   return segment;
 }
-
-static void mi_segment_os_free(mi_segment_t* segment, bool purge_now, mi_stats_t* stats);
 
 static void mi_segment_cache_flush(mi_segments_tld_t* tld) {
   mi_segment_t* segment;
@@ -503,7 +649,7 @@ static void mi_segment_free(mi_segment_t* segment, bool force, mi_segments_tld_t
   mi_assert_internal(segment->used == 0);
   // the unused pages' pending resets are dropped: the region purges the whole
   // segment after its own delay (or now, when forced)
-  mi_pages_reset_remove_all_in_segment(segment, false, tld);
+  mi_segment_purge_clear(segment, tld);
   mi_segment_remove_from_free_queue(segment, tld);
   mi_segments_track_size(-((long)segment->segment_size), tld);
   if (!force && mi_segment_cache_push(segment, tld)) return;
@@ -522,7 +668,7 @@ static bool mi_segment_has_free(const mi_segment_t* segment) {
 static bool mi_segment_page_claim(mi_segment_t* segment, mi_page_t* page, mi_segments_tld_t* tld) {
   mi_assert_internal(_mi_page_segment(page) == segment);
   mi_assert_internal(!page->segment_in_use);
-  mi_pages_reset_remove(page, tld);   // claimed before its reset: no system call
+  mi_segment_purge_cancel(segment, page, tld);   // claimed before its purge: no system call
   if (!mi_page_unreset(segment, page)) return false;
   page->used = 0;
   page->segment_in_use = true;
@@ -551,7 +697,7 @@ static mi_page_t* mi_segment_find_free(mi_segment_t* segment, mi_segments_tld_t*
 static void mi_segment_page_clear(mi_segment_t* segment, mi_page_t* page, mi_segments_tld_t* tld) {
   mi_assert_internal(page->segment_in_use);
   mi_assert_internal(mi_page_all_free(page));
-  mi_stats_t* stats = &_mi_segments_tld_stats(tld);
+  mi_stats_t* stats = (tld != NULL ? &_mi_segments_tld_stats(tld) : NULL);   // NULL: abandoned segment
   mi_stat_decrease(stats, pages, 1);
   if (page->capacity > 0) {
     size_t psize;
@@ -565,12 +711,12 @@ static void mi_segment_page_clear(mi_segment_t* segment, mi_page_t* page, mi_seg
   const size_t ofs = offsetof(mi_page_t, capacity);
   memset((uint8_t*)page + ofs, 0, sizeof(*page) - ofs);
   segment->used--;
-  mi_pages_reset_add(segment, page, tld);
+  mi_segment_purge_add(segment, page, tld);
 }
 
 void _mi_segment_page_free(mi_page_t* page, bool force, mi_segments_tld_t* tld) {
   mi_segment_t* segment = _mi_page_segment(page);
-  mi_reset_delayed(tld, false);
+  mi_segments_purge_due(tld, false);
   mi_segment_page_clear(segment, page, tld);
   if (segment->used == 0) {
     mi_segment_free(segment, force, tld);
@@ -589,29 +735,37 @@ void _mi_segment_page_free(mi_page_t* page, bool force, mi_segments_tld_t* tld) 
 // Abandonment
 // ---------------------------------------------------------------------------
 
+// Make a segment findable by reclaimers: owner id 0 and, for region
+// segments, its abandoned bit. Its pending purges go to the process-wide sweep.
+static void mi_segment_mark_abandoned(mi_segment_t* segment) {
+  mi_atomic_store_release(&segment->thread_id, 0);
+  if (segment->memid.region_idx > 0 && segment->page_kind != MI_PAGE_HUGE) {
+    mi_abandoned_sweep_note(segment->purge_expire);
+    _mi_region_abandon(segment);   // findable by the reclaim scan
+  }
+  // else: claimed by whoever frees into it (CAS on thread_id)
+}
+
 static void mi_segment_abandon(mi_segment_t* segment, mi_segments_tld_t* tld) {
   mi_assert_internal(segment->used == segment->abandoned && segment->used > 0);
-  mi_reset_delayed(tld, false);
-  // the free pages leave this thread's reset queue; with abandoned_page_reset
-  // every free page is purged now (nobody will use them soon), otherwise they
-  // stay as they are until the segment is reclaimed or freed
-  const bool reset = (mi_option_is_enabled(mi_option_abandoned_page_reset));
-  mi_pages_reset_remove_all_in_segment(segment, reset, tld);
-  if (reset) {
+  mi_segments_purge_due(tld, false);
+  mi_purge_list_remove(segment, tld);
+  // pending purges stay with the segment (swept when due, or inherited by the
+  // reclaiming thread); with abandoned_page_reset all free pages go now
+  if (mi_option_is_enabled(mi_option_abandoned_page_reset) && segment->page_kind <= MI_PAGE_MEDIUM) {
+    uint64_t all = 0;
     for (size_t i = 0; i < segment->capacity; i++) {
       mi_page_t* page = &segment->pages[i];
-      if (!page->segment_in_use && page->is_committed) mi_page_reset(segment, page);
+      if (!page->segment_in_use && mi_page_is_purgeable(segment, page)) all |= mi_segment_page_bit(page);
     }
+    mi_segment_purge_clear(segment, tld);
+    mi_segment_purge_pages(segment, all);
   }
   mi_segment_remove_from_free_queue(segment, tld);
   mi_segments_track_size(-((long)segment->segment_size), tld);
   mi_stat_increase(&_mi_segments_tld_stats(tld), segments_abandoned, 1);
   segment->abandoned_visits = 0;
-  mi_atomic_store_release(&segment->thread_id, 0);
-  if (segment->memid.region_idx > 0 && segment->page_kind != MI_PAGE_HUGE) {
-    _mi_region_abandon(segment);   // findable by the reclaim scan
-  }
-  // else: claimed by whoever frees into it (CAS on thread_id)
+  mi_segment_mark_abandoned(segment);
 }
 
 void _mi_segment_page_abandon(mi_page_t* page, mi_segments_tld_t* tld) {
@@ -701,20 +855,11 @@ static mi_segment_t* mi_segment_reclaim(mi_segment_t* segment, mi_heap_t* heap, 
     mi_segment_free(segment, false, tld);
     return NULL;
   }
+  if (segment->purge_mask != 0 && !mi_purge_list_contains(segment, tld)) mi_purge_list_add(segment, tld);
   if (segment->page_kind <= MI_PAGE_MEDIUM && mi_segment_has_free(segment)) {
     mi_segment_insert_in_free_queue(segment, tld);
   }
   return segment;
-}
-
-// Free into an abandoned segment: claim it and reclaim it into the backing
-// heap of `heap`'s thread. Bounded: one segment's page descriptors.
-bool _mi_segment_reclaim_on_free(mi_segment_t* segment, mi_heap_t* heap) {
-  if (!mi_heap_is_initialized(heap)) return false;
-  mi_heap_t* backing = heap->tld->heap_backing;
-  if (!mi_segment_claim(segment)) return false;
-  mi_segment_reclaim(segment, backing, 0, NULL, &backing->tld->segments);
-  return true;
 }
 
 // Free the single block of an abandoned huge segment: claim it and give the
@@ -764,8 +909,7 @@ static mi_segment_t* mi_segment_try_reclaim(mi_heap_t* heap, size_t block_size, 
     }
     else {
       // not useful now: abandon it again
-      mi_atomic_store_release(&segment->thread_id, 0);
-      _mi_region_abandon(segment);
+      mi_segment_mark_abandoned(segment);
     }
   }
   return NULL;
@@ -848,7 +992,8 @@ mi_page_t* _mi_segment_page_alloc(mi_heap_t* heap, size_t block_size, size_t pag
     page = mi_segment_huge_page_alloc(block_size, 0, 0, tld);
   }
   mi_assert_expensive(page == NULL || mi_segment_is_valid(_mi_page_segment(page), tld));
-  mi_reset_delayed(tld, false);
+  mi_segments_purge_due(tld, false);
+  _mi_segments_try_sweep_abandoned();
   _mi_region_try_purge();
   return page;
 }
@@ -858,7 +1003,8 @@ mi_page_t* _mi_segment_page_alloc(mi_heap_t* heap, size_t block_size, size_t pag
 // ---------------------------------------------------------------------------
 
 void _mi_segments_collect(bool force, mi_segments_tld_t* tld) {
-  mi_reset_delayed(tld, force);
+  mi_segments_purge_due(tld, force);
+  _mi_segments_try_sweep_abandoned();
   if (force) mi_segment_cache_flush(tld);
 }
 

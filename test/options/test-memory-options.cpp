@@ -125,7 +125,7 @@ MI_CHILD(huge_free) {
 // A thread fills small pages, frees all but two blocks, and ends: its
 // segments are abandoned with many free (not yet reset) pages.
 MI_CHILD(abandon) {
-  (void)argc; (void)argv;
+  const long wait = arg_long(argc, argv, 0, 0);   // then sleep this long and mi_collect(false)
   std::atomic<int> state(0);
   void* kept[2] = { nullptr, nullptr };
   std::thread t([&] {
@@ -143,8 +143,12 @@ MI_CHILD(abandon) {
   state.store(2);
   t.join();
   take_snapshot(&snap[1], nullptr);
+  sleep_ms(wait);
+  mi_collect(false);
+  take_snapshot(&snap[2], nullptr);
   emit_snapshot("before", snap[0]);
   emit_snapshot("after", snap[1]);
+  emit_snapshot("swept", snap[2]);
   mi_free(kept[0]);
   mi_free(kept[1]);
   return 0;
@@ -266,9 +270,10 @@ TEST(OptionResetDecommits, OffPurgesButKeepsPagesCommitted) {
 
 TEST(OptionEagerCommit, SegmentsAreCommittedWholeByDefault) {
   // a thread's first segment commits page by page (eager_commit_delay=1),
-  // its second one whole (4 MiB)
+  // its second one whole (4 MiB). (Regions are not committed up front here,
+  // else segments carved from them need no commit at all.)
   ChildResult r;
-  if (!run_ok(&r, "first_segments", {})) return;
+  if (!run_ok(&r, "first_segments", { "MIMALLOC_EAGER_REGION_COMMIT=0" })) return;
   EXPECT_LT(r.num("first_delta"), (long long)MiB) << r.describe();
   EXPECT_GE(r.num("second_delta"), (long long)(4 * MiB)) << r.describe();
 }
@@ -337,12 +342,25 @@ TEST(OptionAbandonedPageReset, FreePagesOfAnEndedThreadArePurged) {
 }
 
 TEST(OptionAbandonedPageReset, ZeroLeavesTheFreePagesOfAnEndedThreadAlone) {
-  // with 0 (1.6's default) the pages keep their memory until the segment is
-  // reclaimed or freed; our default is 1 (docs/design.md)
+  // with 0 (the default) the pages keep their memory until their purge delay
+  // (10 s here) expires, so a thread that takes the segment over soon reuses
+  // them without a purge and a refault
   ChildResult r;
   if (!run_ok(&r, "abandon", { "MIMALLOC_ABANDONED_PAGE_RESET=0", "MIMALLOC_RESET_DELAY=10000" })) return;
   EXPECT_GT(r.num("after.rss"), r.num("before.rss") - (long long)MiB) << r.describe();
   EXPECT_LT(r.num("after.reset"), r.num("before.reset") + (long long)MiB) << r.describe();
+}
+
+TEST(OptionAbandonedPageReset, ByDefaultAnEndedThreadsFreePagesArePurgedAfterTheDelay) {
+  // not at thread exit, but once the delay has passed: the abandoned sweep,
+  // run by a later call into the allocator from any thread, purges them
+  ChildResult r;
+  if (!run_ok(&r, "abandon", { "MIMALLOC_RESET_DELAY=50" }, { "300" })) return;
+  if (r.num("after.reset") >= r.num("before.reset") + (long long)MiB) {
+    GTEST_SKIP() << "the machine is too slow: the delay expired before the thread ended";
+  }
+  EXPECT_LT(r.num("swept.rss"), r.num("before.rss") - (long long)MiB) << r.describe();
+  EXPECT_GE(r.num("swept.reset"), r.num("before.reset") + (long long)MiB) << r.describe();
 }
 
 TEST(OptionSegmentCache, OffKeepsNothing) {

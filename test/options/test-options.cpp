@@ -51,7 +51,7 @@ const OptionInfo kOptions[] = {
   { mi_option_reserve_huge_os_pages,"reserve_huge_os_pages", 0 },
   { mi_option_segment_cache,        "segment_cache",         0 },
   { mi_option_page_reset,           "page_reset",            1 },
-  { mi_option_abandoned_page_reset, "abandoned_page_reset",  1 },   // 1.6: 0; ours: 1 (docs/design.md)
+  { mi_option_abandoned_page_reset, "abandoned_page_reset",  0 },
   { mi_option_segment_reset,        "segment_reset",         0 },
   { mi_option_eager_commit_delay,   "eager_commit_delay",    1 },
   { mi_option_reset_delay,          "reset_delay",           100 },
@@ -322,7 +322,7 @@ TEST(OptionsEnv, TrueWordsInAnyCaseAndEmptyMeanOne) {
 TEST(OptionsEnv, FalseWordsInAnyCaseMeanZero) {
   const char* values[] = { "0", "FALSE", "false", "False", "fAlSe", "NO", "no", "No", "OFF", "off", "Off" };
   for (const char* v : values) {
-    // page_reset, eager_commit and abandoned_page_reset default to 1
+    // page_reset and eager_commit default to 1
     ChildResult r = child_options({ std::string("MIMALLOC_PAGE_RESET=") + v,
                                     std::string("MIMALLOC_EAGER_COMMIT=") + v,
                                     std::string("MIMALLOC_ABANDONED_PAGE_RESET=") + v,
