@@ -14,7 +14,10 @@
     in_use     : block belongs to a segment, or is being purged right now
     dirty      : block may hold non-zero data (else it reads as zeros)
     commit     : block is committed (made accessible once, never decommitted)
-    purge      : block is free and waits for its delayed purge
+    purge      : block is free and its delayed purge is due at purge_expire
+    purge_young: block is free and was freed after purge_expire was set; it
+                 moves to `purge` at that expiry (so every block waits between
+                 one and two delays, never less)
     purged     : block was purged since its last use (for the statistics)
     abandoned  : block starts an abandoned segment; clearing the bit with an
                  atomic AND is what gives a thread the right to reclaim it
@@ -52,11 +55,12 @@ typedef struct mem_region_s {
   _Atomic(uintptr_t) in_use;
   _Atomic(uintptr_t) commit;        // block is committed (accessible)
   _Atomic(uintptr_t) dirty;
-  _Atomic(uintptr_t) purge;
+  _Atomic(uintptr_t) purge;         // freed, purge pending: due at purge_expire
+  _Atomic(uintptr_t) purge_young;   // freed since the last expiry: due one expiry later
   _Atomic(uintptr_t) purged;        // block was purged and not used since (statistics)
   _Atomic(uintptr_t) abandoned;
   _Atomic(int64_t)   purge_expire;
-  uint8_t padding[128 - 10*sizeof(uintptr_t)];   // keep regions on separate cache lines
+  uint8_t padding[128 - 11*sizeof(uintptr_t)];   // keep regions on separate cache lines
 } mem_region_t;
 
 static mem_region_t regions[MI_REGION_MAX];
@@ -103,6 +107,12 @@ static bool mi_bitmap_try_claim_mask(_Atomic(uintptr_t)* field, uintptr_t m) {
 static inline int64_t mi_region_delay(void) {
   long delay = mi_option_get(mi_option_reset_delay);
   return (delay < 0 ? 0 : delay);
+}
+
+// Make the process-wide earliest expiry no later than `expire`.
+static void mi_region_note_expire(int64_t expire) {
+  int64_t next = mi_atomic_load_relaxed(&purge_next);
+  while ((next == 0 || expire < next) && !mi_atomic_cas_weak_acq_rel(&purge_next, &next, expire)) { /* retry */ }
 }
 
 // ---------------------------------------------------------------------------
@@ -179,6 +189,7 @@ static size_t mi_region_create(bool commit, bool allow_large) {
   mi_atomic_store_relaxed(&region->commit, eager ? MI_BITMAP_FULL : 0);
   mi_atomic_store_relaxed(&region->dirty, is_zero ? 0 : MI_BITMAP_FULL);
   mi_atomic_store_relaxed(&region->purge, 0);
+  mi_atomic_store_relaxed(&region->purge_young, 0);
   mi_atomic_store_relaxed(&region->purged, 0);
   mi_atomic_store_relaxed(&region->abandoned, 0);
   mi_atomic_store_relaxed(&region->purge_expire, 0);
@@ -199,6 +210,7 @@ static void mi_regions_free_unused(void) {
     void* start = (void*)mi_atomic_load_acquire(&region->start);
     mi_atomic_store_release(&region->state, MI_REGION_DEAD);
     mi_atomic_store_relaxed(&region->purge, 0);
+    mi_atomic_store_relaxed(&region->purge_young, 0);
     const uintptr_t purged = mi_atomic_exchange_acq_rel(&region->purged, 0);
     mi_atomic_store_relaxed(&region->purge_expire, 0);
     if (purged != 0) mi_stat_decrease(NULL, reset, mi_popcount(purged) * MI_SEGMENT_SIZE);
@@ -211,6 +223,29 @@ static void mi_regions_free_unused(void) {
 // Allocation and free
 // ---------------------------------------------------------------------------
 
+// The smallest run of free blocks that are all dirty (freed, not purged yet)
+// and can hold `count` blocks: its start and length, or false. Reusing
+// resident memory costs no page faults (a zeroed allocation clears it instead,
+// several times cheaper than faulting it in) and keeps the resident set from
+// growing while freed memory waits for its purge; the best fit keeps the
+// larger resident runs for larger requests.
+static bool mi_region_best_resident(const mem_region_t* region, size_t count, size_t* bitidx, size_t* len) {
+  const uintptr_t in_use = mi_atomic_load_relaxed(&region->in_use);
+  uintptr_t resident = mi_atomic_load_relaxed(&region->dirty) & ~in_use;
+  bool found = false;
+  while (resident != 0) {
+    const size_t idx = mi_ctz(resident);
+    size_t n = mi_ctz(~(resident >> idx));
+    if (idx + n > MI_INTPTR_BITS) n = MI_INTPTR_BITS - idx;
+    if (n >= count && (!found || n < *len)) {
+      *bitidx = idx; *len = n; found = true;
+      if (n == count) break;
+    }
+    resident &= ~mi_bitmap_mask(n, idx);
+  }
+  return found;
+}
+
 static void* mi_region_claimed(size_t idx, size_t bitidx, size_t blocks, bool commit,
                                bool* is_committed, bool* is_large, bool* is_zero, mi_memid_t* memid) {
   mem_region_t* region = &regions[idx];
@@ -219,6 +254,7 @@ static void* mi_region_claimed(size_t idx, size_t bitidx, size_t blocks, bool co
   void* p = start + (bitidx * MI_SEGMENT_SIZE);
   // re-use before expiry cancels a pending purge: no system call
   mi_atomic_and_acq_rel(&region->purge, ~m);
+  mi_atomic_and_acq_rel(&region->purge_young, ~m);
   const uintptr_t purged = mi_atomic_and_acq_rel(&region->purged, ~m) & m;
   if (purged != 0) mi_stat_decrease(NULL, reset, mi_popcount(purged) * MI_SEGMENT_SIZE);
   const uintptr_t was_dirty = mi_atomic_or_acq_rel(&region->dirty, m) & m;
@@ -250,9 +286,27 @@ void* _mi_region_alloc(size_t size, bool commit, bool allow_large, bool* is_comm
   memid->block_idx = 0;
   const size_t blocks = size / MI_SEGMENT_SIZE;
   if (blocks <= MI_REGION_MAX_OBJ_BLOCKS) {
-    // 1. find room in an existing region, starting where this thread last found some
+    // 1. the best fit among free blocks that are still resident (freed,
+    //    purge pending): no page faults, and their pending purge is cancelled
     const size_t count = mi_atomic_load_acquire(&regions_count);
     size_t start = (count == 0 ? 0 : tld->region_cursor % count);
+    size_t best_region = SIZE_MAX, best_idx = 0, best_len = 0;
+    for (size_t n = 0; n < count; n++) {
+      size_t idx = (start + n) % count;
+      mem_region_t* region = &regions[idx];
+      if (mi_atomic_load_acquire(&region->state) != MI_REGION_LIVE) continue;
+      if (!allow_large && mi_atomic_load_relaxed(&region->is_large) != 0) continue;
+      size_t bitidx = 0, len = 0;
+      if (mi_region_best_resident(region, blocks, &bitidx, &len) && (best_region == SIZE_MAX || len < best_len)) {
+        best_region = idx; best_idx = bitidx; best_len = len;
+        if (len == blocks) break;
+      }
+    }
+    if (best_region != SIZE_MAX && mi_bitmap_try_claim_mask(&regions[best_region].in_use, mi_bitmap_mask(blocks, best_idx))) {
+      tld->region_cursor = best_region;
+      return mi_region_claimed(best_region, best_idx, blocks, commit, is_committed, is_large, is_zero, memid);
+    }
+    // 2. else the first room in an existing region, starting where this thread last found some
     for (size_t n = 0; n < count; n++) {
       size_t idx = (start + n) % count;
       mem_region_t* region = &regions[idx];
@@ -264,7 +318,7 @@ void* _mi_region_alloc(size_t size, bool commit, bool allow_large, bool* is_comm
         return mi_region_claimed(idx, bitidx, blocks, commit, is_committed, is_large, is_zero, memid);
       }
     }
-    // 2. a new region
+    // 3. a new region
     size_t idx = mi_region_create(commit, allow_large);
     if (idx != SIZE_MAX) {
       size_t bitidx;
@@ -275,7 +329,7 @@ void* _mi_region_alloc(size_t size, bool commit, bool allow_large, bool* is_comm
     }
     _mi_warning_message("unable to allocate from region: size %zu\n", size);
   }
-  // 3. straight from the OS
+  // 4. straight from the OS
   *is_zero = false;
   *is_large = false;
   void* p = _mi_os_alloc_aligned_at(size, MI_SEGMENT_SIZE, 0, commit, false, is_large, is_zero);
@@ -303,30 +357,26 @@ void _mi_region_free(void* p, size_t size, mi_memid_t memid, bool fully_committe
       }
     }
     else {
-      // mark pending before releasing, so a claimer always sees (and cancels) it
-      mi_atomic_or_acq_rel(&region->purge, m);
-      const int64_t expire = _mi_prim_clock_now() + mi_region_delay();
+      // mark pending before releasing, so a claimer always sees (and cancels)
+      // it; a region with nothing pending starts its expiry now, otherwise
+      // the block waits in the young generation for the next one
       int64_t expected = 0;
-      mi_atomic_cas_strong_acq_rel(&region->purge_expire, &expected, expire);
-      int64_t next = mi_atomic_load_relaxed(&purge_next);
-      while ((next == 0 || expire < next) && !mi_atomic_cas_weak_acq_rel(&purge_next, &next, expire)) { /* retry */ }
+      const int64_t expire = _mi_prim_clock_now() + mi_region_delay();
+      if (mi_atomic_load_relaxed(&region->purge_expire) == 0) {
+        mi_atomic_or_acq_rel(&region->purge, m);
+        if (mi_atomic_cas_strong_acq_rel(&region->purge_expire, &expected, expire)) mi_region_note_expire(expire);
+      }
+      else {
+        mi_atomic_or_acq_rel(&region->purge_young, m);
+      }
     }
   }
   mi_atomic_and_acq_rel(&region->in_use, ~m);
 }
 
-// Purge the expired (or, forced, all) pending blocks of one region.
-static void mi_region_purge(mem_region_t* region, int64_t now, bool force) {
-  int64_t expire = mi_atomic_load_relaxed(&region->purge_expire);
-  if (expire == 0) return;
-  if (!force && now < expire) {
-    // not yet: keep it registered as a future purge
-    int64_t next = mi_atomic_load_relaxed(&purge_next);
-    while ((next == 0 || expire < next) && !mi_atomic_cas_weak_acq_rel(&purge_next, &next, expire)) { /* retry */ }
-    return;
-  }
-  mi_atomic_store_relaxed(&region->purge_expire, 0);
-  uintptr_t pending = mi_atomic_load_acquire(&region->purge);
+// Purge the runs of `pending` blocks that nobody uses (we claim their in_use
+// bits meanwhile) and that are still marked in `field`.
+static void mi_region_purge_blocks(mem_region_t* region, _Atomic(uintptr_t)* field, uintptr_t pending) {
   while (pending != 0) {
     // the run of pending blocks starting at the lowest one
     const size_t idx = mi_ctz(pending);
@@ -338,7 +388,7 @@ static void mi_region_purge(mem_region_t* region, int64_t now, bool force) {
       if (!mi_bitmap_try_claim_mask(&region->in_use, m)) { pending &= ~m; continue; }
     }
     // we own the blocks: purge only those still pending (a claimer may have raced us)
-    const uintptr_t still = mi_atomic_and_acq_rel(&region->purge, ~m) & m;
+    const uintptr_t still = mi_atomic_and_acq_rel(field, ~m) & m;
     uint8_t* start = (uint8_t*)mi_atomic_load_acquire(&region->start);
     for (uintptr_t s = still; s != 0; ) {
       const size_t i = mi_ctz(s);
@@ -354,13 +404,39 @@ static void mi_region_purge(mem_region_t* region, int64_t now, bool force) {
     mi_atomic_and_acq_rel(&region->in_use, ~m);
     pending &= ~m;
   }
-  // anything left pending (raced) gets a new expiry
-  if (mi_atomic_load_relaxed(&region->purge) != 0) {
+}
+
+// Move the young generation to the due one, block by block (each claimed
+// meanwhile, so a block in use never gets a stale mark).
+static void mi_region_promote_young(mem_region_t* region) {
+  uintptr_t young = mi_atomic_load_acquire(&region->purge_young);
+  while (young != 0) {
+    const uintptr_t b = (uintptr_t)1 << mi_ctz(young);
+    young &= ~b;
+    if (!mi_bitmap_try_claim_mask(&region->in_use, b)) continue;   // in use, or being freed: stays young
+    if ((mi_atomic_and_acq_rel(&region->purge_young, ~b) & b) != 0) mi_atomic_or_acq_rel(&region->purge, b);
+    mi_atomic_and_acq_rel(&region->in_use, ~b);
+  }
+}
+
+// At the region's expiry: purge the due generation and make the young one
+// due at the next expiry (or, forced, purge both now).
+static void mi_region_purge(mem_region_t* region, int64_t now, bool force) {
+  int64_t expire = mi_atomic_load_relaxed(&region->purge_expire);
+  if (expire == 0) return;
+  if (!force && now < expire) {
+    mi_region_note_expire(expire);   // not yet: keep it registered as a future purge
+    return;
+  }
+  mi_atomic_store_relaxed(&region->purge_expire, 0);
+  if (force) mi_region_purge_blocks(region, &region->purge_young, mi_atomic_load_acquire(&region->purge_young));
+  mi_region_purge_blocks(region, &region->purge, mi_atomic_load_acquire(&region->purge));
+  mi_region_promote_young(region);
+  // what is pending now (the promoted generation, or blocks we raced) is due one delay later
+  if (mi_atomic_load_relaxed(&region->purge) != 0 || mi_atomic_load_relaxed(&region->purge_young) != 0) {
     int64_t zero = 0;
-    const int64_t expire = now + mi_region_delay();
-    mi_atomic_cas_strong_acq_rel(&region->purge_expire, &zero, expire);
-    int64_t next = mi_atomic_load_relaxed(&purge_next);
-    while ((next == 0 || expire < next) && !mi_atomic_cas_weak_acq_rel(&purge_next, &next, expire)) { /* retry */ }
+    const int64_t next = now + mi_region_delay();
+    if (mi_atomic_cas_strong_acq_rel(&region->purge_expire, &zero, next)) mi_region_note_expire(next);
   }
 }
 
