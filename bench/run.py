@@ -2,14 +2,15 @@
 """Run the benchmark suite: every workload under every allocator, interleaved.
 
     bench/run.py [OUT] [--quick] [--rounds N] [--only W,...] [--allocators A,...]
-                 [--lib PATH] [--secure-lib PATH] [--no-instr] [--instr-only]
-                 [--syscalls]
+                 [--lib PATH] [--secure-lib PATH] [--baseline-lib PATH]
+                 [--no-instr] [--instr-only] [--syscalls]
 
 Steps (see bench/README.md for the workloads and the figures):
  1. make sure the comparison allocators are installed (Debian packages; with
     apt-get when running as root), and valgrind and matplotlib;
  2. build our library (Release) and the workloads with CMake in OUT/build
     (a secure build in OUT/build-secure once the project has MI_SECURE);
+    --secure-lib and --baseline-lib add columns preloading other builds of ours;
  3. check with a probe program that each preload really serves malloc;
  4. run every workload under every allocator through LD_PRELOAD (glibc with
     no preload), in `rounds` rounds, each round in a rotated allocator order,
@@ -59,16 +60,20 @@ LIBDIR = multiarch_libdir()
 
 # ---------------------------------------------------------------------------
 # Allocators: name, library to preload (None: no preload), Debian package,
-# what the probe must report as malloc's library. "ours" and "ours-secure"
-# get their library from the build (or --lib / --secure-lib).
+# what the probe must report as malloc's library. "ours" gets its library
+# from the build (or --lib). A library given as "--OPTION" is another build of
+# ours, preloaded like ours from the path given with that option; the column
+# is added when the option is given (see lib_option).
 # ---------------------------------------------------------------------------
 
 ALLOCATORS = [
     ("ours", "BUILD", None, "libmimalloc.so"),
-    # Hook: secure mode. The runner adds this column when the project's
-    # CMakeLists.txt has the MI_SECURE option (it then builds OUT/build-secure
-    # with -DMI_SECURE=ON), or when --secure-lib is given.
-    ("ours-secure", "BUILD-SECURE", None, "libmimalloc"),
+    # An earlier build of ours, to compare the current build with side by side.
+    ("before", "--baseline-lib", None, "libmimalloc"),
+    # Hook: secure mode. The runner also adds this column without --secure-lib
+    # when the project's CMakeLists.txt has the MI_SECURE option (it then
+    # builds OUT/build-secure with -DMI_SECURE=ON).
+    ("ours-secure", "--secure-lib", None, "libmimalloc"),
     ("glibc", None, None, "libc.so"),
     ("jemalloc", LIBDIR + "/libjemalloc.so.2", "libjemalloc2", "libjemalloc"),
     ("tcmalloc", LIBDIR + "/libtcmalloc_minimal.so.4", "libtcmalloc-minimal4", "libtcmalloc"),
@@ -188,6 +193,11 @@ def cmake_build(build, extra, targets):
         sys.exit("build failed: " + " ".join(cmd))
 
 
+def lib_option(lib):
+    """The args attribute of a "--OPTION" library in ALLOCATORS, or None."""
+    return lib[2:].replace("-", "_") if lib and lib.startswith("--") else None
+
+
 def has_secure_option():
     with open(os.path.join(ROOT, "CMakeLists.txt")) as f:
         return re.search(r"option\(\s*MI_SECURE\b", f.read()) is not None
@@ -203,10 +213,11 @@ def build(args):
     for name, lib, _, _ in ALLOCATORS:
         if name == "ours":
             preload[name] = os.path.abspath(args.lib) if args.lib else os.path.join(build_dir, "libmimalloc.so")
-        elif name == "ours-secure":
-            if args.secure_lib:
-                preload[name] = os.path.abspath(args.secure_lib)
-            elif has_secure_option() and name in args.allocators:
+        elif lib_option(lib):   # another build of ours: --secure-lib, --baseline-lib
+            path = getattr(args, lib_option(lib))
+            if path:
+                preload[name] = os.path.abspath(path)
+            elif name == "ours-secure" and has_secure_option() and name in args.allocators:
                 secure_dir = os.path.join(args.out, "build-secure")
                 cmake_build(secure_dir, ["-DMI_SECURE=ON"], ["mimalloc"])
                 preload[name] = os.path.join(secure_dir, "libmimalloc.so")
@@ -676,6 +687,8 @@ def parse_args():
                    ",".join(a[0] for a in ALLOCATORS))
     p.add_argument("--lib", help="our libmimalloc.so to use instead of building one")
     p.add_argument("--secure-lib", help="our secure libmimalloc.so (adds the ours-secure column)")
+    p.add_argument("--baseline-lib", help="an earlier build of our libmimalloc.so, preloaded like "
+                   "ours (adds the before column; ratios stay relative to ours)")
     p.add_argument("--timeout", type=int, help="seconds before a run counts as hung "
                    "(default 120, quick 60; with --syscalls 600, quick 300)")
     p.add_argument("--no-instr", dest="instr", action="store_false", help="skip the instruction counts")
@@ -700,6 +713,16 @@ def parse_args():
             p.error("unknown allocator " + a)
     if "ours" not in args.allocators:
         args.allocators.insert(0, "ours")   # everything is normalised to ours
+    # a library given for another build of ours adds its column (after ours)
+    at = args.allocators.index("ours") + 1
+    for name, lib, _, _ in ALLOCATORS:
+        path = getattr(args, lib_option(lib)) if lib_option(lib) else None
+        if path:
+            if not os.path.isfile(path):
+                p.error("%s %s: no such file" % (lib, path))
+            if name not in args.allocators:
+                args.allocators.insert(at, name)
+                at += 1
     workload_names = [w[0] for w in WORKLOADS]
     args.only = args.only.split(",") if args.only else workload_names
     for w in args.only:
