@@ -334,7 +334,9 @@ static inline void mi_free_block_local(mi_page_t* page, mi_block_t* block) {
 bool _mi_free_delayed_block(mi_block_t* block) {
   mi_segment_t* const segment = _mi_ptr_segment(block);
   mi_page_t* const page = _mi_segment_page_of(segment, block);
-  if (!_mi_page_try_use_delayed_free(page, MI_USE_DELAYED_FREE, false)) return false;
+  // the page leaves the full queue with this block: later remote frees go
+  // straight to its thread_free (set before collecting, so none is missed)
+  if (!_mi_page_try_use_delayed_free(page, MI_NO_DELAYED_FREE, false)) return false;
   _mi_page_free_collect(page, false);
   mi_free_block_local(page, block);
   return true;

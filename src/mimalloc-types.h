@@ -178,9 +178,9 @@ typedef struct mi_block_s {
 
 // Delayed-free state in the low 2 bits of page->xthread_free (architecture §8).
 typedef enum mi_delayed_e {
-  MI_USE_DELAYED_FREE   = 0, // the next remote free goes to the owner heap's delayed list
+  MI_USE_DELAYED_FREE   = 0, // the page is in the full queue: the next remote free goes to the owner heap's delayed list
   MI_DELAYED_FREEING    = 1, // transient: a remote thread is pushing on the heap's delayed list
-  MI_NO_DELAYED_FREE    = 2, // a block of this page is on the delayed list; push to thread_free
+  MI_NO_DELAYED_FREE    = 2, // push to thread_free (the page is not full, or a block of it is on the delayed list)
   MI_NEVER_DELAYED_FREE = 3  // sticky: the owner heap is going away; always push to thread_free
 } mi_delayed_t;
 

@@ -290,6 +290,9 @@ void _mi_page_unfull(mi_page_t* page) {
   mi_page_queue_t* pq = _mi_heap_page_queue_of(heap, page);
   mi_page_set_in_full(page, true);
   _mi_page_queue_enqueue_from(pq, pqfull, page);
+  // remote frees need not tell the owner anymore (if one is doing so right
+  // now, it leaves the page in MI_NO_DELAYED_FREE itself)
+  _mi_page_try_use_delayed_free(page, MI_NO_DELAYED_FREE, false);
 }
 
 static void mi_page_to_full(mi_page_t* page, mi_page_queue_t* pq) {
@@ -298,6 +301,9 @@ static void mi_page_to_full(mi_page_t* page, mi_page_queue_t* pq) {
   mi_assert_internal(!mi_page_is_in_full(page));
   if (mi_page_is_in_full(page)) return;
   _mi_page_queue_enqueue_from(&mi_page_heap(page)->pages[MI_BIN_FULL], pq, page);
+  // from now on the first remote free tells the owner through its heap's
+  // delayed list (pages outside the full queue are found by the owner's scan)
+  _mi_page_use_delayed_free(page, MI_USE_DELAYED_FREE, false);
   _mi_page_free_collect(page, false);   // a remote free may have raced the move
 }
 
@@ -348,6 +354,7 @@ static void mi_page_init(mi_heap_t* heap, mi_page_t* page, size_t block_size) {
   mi_assert_internal(segment != NULL);
   mi_assert_internal(block_size > 0);
   mi_page_set_heap(page, heap);
+  _mi_page_use_delayed_free(page, MI_NO_DELAYED_FREE, false);   // not in the full queue
   size_t page_size;
   // big-alignment blocks live in huge segments but may be small: mark them huge
   const bool sentinel = (block_size >= MI_HUGE_BLOCK_SIZE || segment->aligned_block != NULL);
