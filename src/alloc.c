@@ -294,7 +294,7 @@ static mi_decl_noinline void mi_free_block_mt(mi_page_t* page, mi_block_t* block
     }
     else {
       mi_block_set_next(page, block, mi_tf_block(tfree));
-      tfreex = mi_tf_set_block(tfree, block);
+      tfreex = mi_tf_push(tfree, block);
     }
   } while (!mi_atomic_cas_weak_release(&page->xthread_free, &tfree, tfreex));
 

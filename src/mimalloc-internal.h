@@ -360,20 +360,49 @@ static inline mi_heap_t* mi_page_heap(const mi_page_t* page) {
 // Page state
 // ------------------------------------------------------
 
+// The thread_free word: the head of the list of blocks other threads freed,
+// the delayed-free state in its two low bits and, on 64-bit targets, the
+// number of blocks on the list in its top 16 bits (user addresses fit in 48
+// bits, and a page holds at most 8192 blocks), so that the owner takes the
+// list over without walking it: a walk that misses the cache on every block,
+// since the blocks were last written by other threads.
+#if (MI_INTPTR_SIZE == 8)
+#define MI_TF_COUNTED     1
+#define MI_TF_COUNT_SHIFT 48
+#define MI_TF_PTR_MASK    ((((uintptr_t)1 << MI_TF_COUNT_SHIFT) - 1) & ~(uintptr_t)0x03)
+#else
+#define MI_TF_COUNTED     0
+#define MI_TF_PTR_MASK    (~(uintptr_t)0x03)
+#endif
+
 static inline mi_block_t* mi_tf_block(mi_thread_free_t tf) {
-  return (mi_block_t*)(tf & ~(uintptr_t)0x03);
+  return (mi_block_t*)(tf & MI_TF_PTR_MASK);
 }
 static inline mi_delayed_t mi_tf_delayed(mi_thread_free_t tf) {
   return (mi_delayed_t)(tf & 0x03);
 }
-static inline mi_thread_free_t mi_tf_make(mi_block_t* block, mi_delayed_t delayed) {
-  return (mi_thread_free_t)((uintptr_t)block | (uintptr_t)delayed);
+// blocks on the list (0 where the word has no count: then walk the list)
+static inline size_t mi_tf_count(mi_thread_free_t tf) {
+  #if MI_TF_COUNTED
+  return (size_t)(tf >> MI_TF_COUNT_SHIFT);
+  #else
+  (void)tf; return 0;
+  #endif
 }
 static inline mi_thread_free_t mi_tf_set_delayed(mi_thread_free_t tf, mi_delayed_t delayed) {
-  return mi_tf_make(mi_tf_block(tf), delayed);
+  return ((tf & ~(uintptr_t)0x03) | (uintptr_t)delayed);
 }
-static inline mi_thread_free_t mi_tf_set_block(mi_thread_free_t tf, mi_block_t* block) {
-  return mi_tf_make(block, mi_tf_delayed(tf));
+// `block` (whose next link already points at the current head) pushed on the list
+static inline mi_thread_free_t mi_tf_push(mi_thread_free_t tf, mi_block_t* block) {
+  #if MI_TF_COUNTED
+  return ((uintptr_t)block | (tf & 0x03)) + ((uintptr_t)(mi_tf_count(tf) + 1) << MI_TF_COUNT_SHIFT);
+  #else
+  return ((uintptr_t)block | (tf & 0x03));
+  #endif
+}
+// the list taken away: empty, same state
+static inline mi_thread_free_t mi_tf_clear(mi_thread_free_t tf) {
+  return (tf & 0x03);
 }
 
 static inline void mi_page_set_heap(mi_page_t* page, mi_heap_t* heap) {

@@ -115,26 +115,40 @@ static void mi_page_thread_free_collect(mi_page_t* page) {
   mi_thread_free_t tfree = mi_atomic_load_relaxed(&page->xthread_free);
   do {
     head = mi_tf_block(tfree);
-    tfreex = mi_tf_set_block(tfree, NULL);
+    tfreex = mi_tf_clear(tfree);
   } while (!mi_atomic_cas_weak_acq_rel(&page->xthread_free, &tfree, tfreex));
   if (head == NULL) return;
-
-  // find the tail, counting; a list longer than the capacity is corrupt
   const size_t max_count = page->capacity;
-  size_t count = 1;
+  size_t count = mi_tf_count(tfree);
+
+  #if (MI_DEBUG == 0)
+  // the count came with the list: no walk when one of the owner's lists is
+  // empty (the usual case: the allocation list ran out)
+  if (count > 0 && count <= max_count && (page->free == NULL || page->local_free == NULL)) {
+    if (page->free == NULL) { page->free = head; page->is_zero = false; }
+    else page->local_free = head;
+    page->used -= (uint32_t)count;
+    return;
+  }
+  #endif
+
+  // find the tail, counting; a list longer than the capacity (or than its
+  // recorded count) is corrupt
+  const size_t max_walk = (count > 0 && count <= max_count ? count : max_count);
+  size_t n = 1;
   mi_block_t* tail = head;
   mi_block_t* next;
-  while ((next = mi_block_next(page, tail)) != NULL && count <= max_count) {
-    count++;
+  while ((next = mi_block_next(page, tail)) != NULL && n <= max_walk) {
+    n++;
     tail = next;
   }
-  if (count > max_count) {
+  if (n > max_walk || (count > 0 && n != count)) {
     _mi_error_message(EFAULT, "corrupted thread-free list\n");
     return;   // the list is dropped: leaking beats corrupting
   }
   mi_block_set_next(page, tail, page->local_free);
   page->local_free = head;
-  page->used -= (uint32_t)count;
+  page->used -= (uint32_t)n;
 }
 
 void _mi_page_free_collect(mi_page_t* page, bool force) {
