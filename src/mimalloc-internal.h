@@ -59,6 +59,7 @@ size_t     _mi_current_thread_count(void);
 extern mi_stats_t _mi_stats_main;
 void       _mi_stat_update(mi_stats_t* local, mi_stat_count_t* stat, int64_t amount);
 void       _mi_stat_counter_add(mi_stats_t* local, mi_stat_counter_t* stat, int64_t amount);
+void       _mi_stat_touched_update(mi_stats_t* local, int64_t amount);
 void       _mi_stat_local_update(mi_stat_count_t* stat, int64_t amount);
 void       _mi_stat_counter_local_add(mi_stat_counter_t* stat, int64_t amount);
 void       _mi_stats_done(mi_stats_t* stats);
@@ -68,6 +69,8 @@ int64_t    _mi_clock_start(void);
 // Update a counter in the thread's block `stats` (may be NULL) and the process block.
 #define mi_stat_increase(stats, stat, amount)  _mi_stat_update((stats), &_mi_stats_main.stat, (int64_t)(amount))
 #define mi_stat_decrease(stats, stat, amount)  _mi_stat_update((stats), &_mi_stats_main.stat, -(int64_t)(amount))
+// the `touched` row of a thread: exact in the thread's block, added to the process block in batches
+#define mi_stat_touched_update(stats, amount)  _mi_stat_touched_update((stats), (int64_t)(amount))
 #define mi_stat_counter_increase(stats, stat, amount)  _mi_stat_counter_add((stats), &_mi_stats_main.stat, (int64_t)(amount))
 
 // Per-allocation counters (MI_STAT > 1): the thread's block only.

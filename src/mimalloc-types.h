@@ -363,6 +363,10 @@ typedef struct mi_stats_s {
   mi_stat_counter_t huge_count;
   mi_stat_counter_t giant_count;
   mi_stat_count_t normal_bins[MI_BIN_HUGE + 1];   // MI_STAT > 1: blocks per size class
+  // thread blocks only: bytes of the `touched` row not yet added to the
+  // process block (added in batches: no shared atomics per free-list extension)
+  int64_t touched_pending_allocated;
+  int64_t touched_pending_freed;
 } mi_stats_t;
 
 // ------------------------------------------------------

@@ -355,7 +355,7 @@ static void mi_page_extend_free(mi_page_t* page) {
   mi_assert_internal(extend > 0 && extend + page->capacity <= page->reserved);
   mi_page_free_list_extend(page, bsize, extend);
   page->capacity += (uint16_t)extend;
-  mi_stat_increase(&mi_page_heap(page)->tld->stats, touched, extend * bsize);
+  mi_stat_touched_update(&mi_page_heap(page)->tld->stats, extend * bsize);
   mi_heap_stat_counter_increase(mi_page_heap(page), pages_extended, 1);
   if (!page->is_zero_init) page->is_zero = false;
   mi_assert_expensive(mi_page_is_valid_init(page));

@@ -703,7 +703,9 @@ static void mi_segment_page_clear(mi_segment_t* segment, mi_page_t* page, mi_seg
     size_t psize;
     _mi_page_start(segment, page, &psize);
     const size_t bsize = (page->xblock_size < MI_HUGE_BLOCK_SIZE ? page->xblock_size : psize);
-    mi_stat_decrease(stats, touched, (size_t)page->capacity * bsize);
+    const int64_t amount = (int64_t)page->capacity * (int64_t)bsize;
+    if (stats != NULL) mi_stat_touched_update(stats, -amount);
+    else mi_stat_decrease(NULL, touched, amount);
   }
   page->is_zero_init = false;
   page->segment_in_use = false;
