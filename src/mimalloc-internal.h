@@ -138,7 +138,6 @@ void       _mi_segment_huge_page_free(mi_segment_t* segment, mi_page_t* page, mi
 void       _mi_segments_fork_child(void);
 
 // page-queue.c
-uint8_t    _mi_bin(size_t size);
 size_t     _mi_bin_size(uint8_t bin);
 mi_page_queue_t* _mi_page_queue(const mi_heap_t* heap, size_t size);
 mi_page_queue_t* _mi_heap_page_queue_of(mi_heap_t* heap, const mi_page_t* page);
@@ -270,6 +269,30 @@ static inline size_t mi_popcount(uintptr_t x) {
 // index of the highest set bit (x != 0)
 static inline size_t mi_bsr(uintptr_t x) {
   return (MI_INTPTR_BITS - 1 - mi_clz(x));
+}
+
+// The bin (size class) of a block size: inline, as every allocation slow path needs it.
+static inline uint8_t _mi_bin(size_t size) {
+  size_t wsize = _mi_wsize_from_size(size);
+  uint8_t bin;
+  if (wsize <= 1) {
+    bin = 1;
+  }
+  else if (wsize <= 8) {
+    bin = (uint8_t)((wsize + 1) & ~1);   // round to an even number of words
+  }
+  else if (wsize > MI_LARGE_OBJ_WSIZE_MAX) {
+    bin = MI_BIN_HUGE;
+  }
+  else {
+    // four bins per power of two: the top 3 bits of wsize-1 select the bin
+    wsize--;
+    const uint8_t b = (uint8_t)mi_bsr(wsize);
+    bin = (uint8_t)(((b << 2) + (uint8_t)((wsize >> (b - 2)) & 0x03)) - 3);
+    mi_assert_internal(bin < MI_BIN_HUGE);
+  }
+  mi_assert_internal(bin > 0 && bin <= MI_BIN_HUGE);
+  return bin;
 }
 
 // ------------------------------------------------------
@@ -416,6 +439,11 @@ static inline mi_block_t* mi_page_thread_free(const mi_page_t* page) {
   return mi_tf_block(mi_atomic_load_relaxed(&((mi_page_t*)page)->xthread_free));
 }
 
+// Other threads freed blocks into the page (the list, or its count, is not empty).
+static inline bool mi_page_has_thread_free(const mi_page_t* page) {
+  return ((mi_atomic_load_relaxed(&((mi_page_t*)page)->xthread_free) & ~(uintptr_t)0x03) != 0);
+}
+
 // Used only in assertions: a page may change heap only while no remote
 // thread is in the middle of pushing on the old heap's delayed list.
 #define mi_page_thread_free_flag_ok(page) \
@@ -428,7 +456,7 @@ static inline bool mi_page_all_free(const mi_page_t* page) {
 
 // There are free blocks ready to pop or to move from local_free.
 static inline bool mi_page_has_any_available(const mi_page_t* page) {
-  return (page->used < page->reserved || (mi_page_thread_free(page) != NULL));
+  return (page->used < page->reserved || mi_page_has_thread_free(page));
 }
 
 static inline bool mi_page_immediate_available(const mi_page_t* page) {

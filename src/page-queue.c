@@ -19,29 +19,6 @@
 // Bins
 // ---------------------------------------------------------------------------
 
-uint8_t _mi_bin(size_t size) {
-  size_t wsize = _mi_wsize_from_size(size);
-  uint8_t bin;
-  if (wsize <= 1) {
-    bin = 1;
-  }
-  else if (wsize <= 8) {
-    bin = (uint8_t)((wsize + 1) & ~1);   // round to an even number of words
-  }
-  else if (wsize > MI_LARGE_OBJ_WSIZE_MAX) {
-    bin = MI_BIN_HUGE;
-  }
-  else {
-    // four bins per power of two: the top 3 bits of wsize-1 select the bin
-    wsize--;
-    const uint8_t b = (uint8_t)mi_bsr(wsize);
-    bin = (uint8_t)(((b << 2) + (uint8_t)((wsize >> (b - 2)) & 0x03)) - 3);
-    mi_assert_internal(bin < MI_BIN_HUGE);
-  }
-  mi_assert_internal(bin > 0 && bin <= MI_BIN_HUGE);
-  return bin;
-}
-
 size_t _mi_bin_size(uint8_t bin) {
   return _mi_heap_empty.pages[bin].block_size;
 }

@@ -153,7 +153,7 @@ static void mi_page_thread_free_collect(mi_page_t* page) {
 
 void _mi_page_free_collect(mi_page_t* page, bool force) {
   mi_assert_internal(page != NULL);
-  if (force || mi_page_thread_free(page) != NULL) {
+  if (force || mi_page_has_thread_free(page)) {
     mi_page_thread_free_collect(page);
   }
   if (page->local_free != NULL) {
