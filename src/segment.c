@@ -7,10 +7,12 @@
   kind; a page request takes the first such segment and claims its first
   unused page.
 
-  Pages given back to a segment are queued for a *delayed reset*: after
+  Pages given back to a segment wait for a *delayed purge*: after
   `reset_delay` ms their memory is purged, unless they are claimed again
   before that (which is what makes "free all, allocate again" cheap). The
-  queue is newest-first, so expiry order is the queue order from the back.
+  pending pages of a segment are a bit mask, purged together in runs of
+  adjacent pages (see "Page purge" below). An alternative rejected: one timer
+  per page in a per-thread queue (one madvise per page).
 
   When a thread ends, the still-used pages of its segments are abandoned.
   A segment with only abandoned pages is *abandoned*: owner id 0 and, if it
@@ -19,8 +21,12 @@
   the bitmaps (huge segments, OS-direct segments) is claimed by a CAS of its
   owner id from 0. Claimed segments are reclaimed into the claiming thread's
   *backing* heap, never into a user heap, so that `mi_heap_destroy` can only
-  free its own blocks. Reclaim happens on allocation (bounded scan) and on
-  free (the freeing thread takes the segment it frees into).
+  free its own blocks. Reclaim happens on allocation (bounded scan); the
+  abandoned sweep collects what other threads freed into abandoned segments,
+  frees the empty ones and performs their due purges. A thread freeing into
+  an abandoned segment used to take the segment over ("reclaim on free"):
+  rejected, since segments then bounced between short-lived threads (see
+  docs/design.md, "Threads").
 
   Big alignments (> 2 MiB): a huge segment whose block starts exactly one
   segment unit after the segment start; see docs/design.md.
