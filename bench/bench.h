@@ -202,4 +202,48 @@ BENCH_UNUSED static inline double bench_run_threads(long threads, void* (*worker
   return secs;
 }
 
+// A checked block and its size: tagged (salt 0) when made, checked when freed.
+typedef struct bench_item_s { void* block; size_t size; } bench_item_t;
+
+BENCH_UNUSED static inline bench_item_t bench_item_new(size_t size) {
+  bench_item_t it;
+  it.size = size;
+  it.block = bench_malloc(size);
+  bench_mark(it.block, size, 0);
+  return it;
+}
+
+BENCH_UNUSED static inline void bench_item_free(bench_item_t it, const char* where) {
+  bench_check(it.block, it.size, 0, where);
+  free(it.block);
+}
+
+// Lanes: work that a thread does for a while and then hands to a fresh thread
+// before it ends (so blocks outlive the threads that allocated them). At the
+// end of its share a thread calls bench_lane_next: with `more` it starts
+// `work(lane)` in a new detached thread, else it counts the lane as done;
+// the main thread waits for all lanes with bench_lanes_wait.
+BENCH_UNUSED static pthread_mutex_t bench_lanes_lock = PTHREAD_MUTEX_INITIALIZER;
+BENCH_UNUSED static pthread_cond_t bench_lanes_cond = PTHREAD_COND_INITIALIZER;
+BENCH_UNUSED static long bench_lanes_done;
+
+BENCH_UNUSED static inline void bench_lane_next(void* (*work)(void*), void* lane, int more) {
+  if (more) {
+    pthread_t next;
+    if (pthread_create(&next, NULL, work, lane) != 0) bench_fail("pthread_create");
+    pthread_detach(next);
+    return;
+  }
+  pthread_mutex_lock(&bench_lanes_lock);
+  bench_lanes_done++;
+  pthread_cond_signal(&bench_lanes_cond);
+  pthread_mutex_unlock(&bench_lanes_lock);
+}
+
+BENCH_UNUSED static inline void bench_lanes_wait(long lanes) {
+  pthread_mutex_lock(&bench_lanes_lock);
+  while (bench_lanes_done < lanes) pthread_cond_wait(&bench_lanes_cond, &bench_lanes_lock);
+  pthread_mutex_unlock(&bench_lanes_lock);
+}
+
 #endif

@@ -35,7 +35,7 @@
 
 #define MAX_SIZE 65536   // fits the 16 bits of a transfer slot (as size - 1)
 
-typedef struct item_s { void* block; size_t size; } item_t;
+typedef bench_item_t item_t;
 
 typedef struct lane_s {
   long round;           // the round of the thread now working the lane
@@ -47,9 +47,6 @@ static size_t blocks, transfer_slots;
 static _Atomic(uint64_t)* transfer;     // 0: empty; else (address << 16) | (size - 1)
 static _Atomic(long) ops;               // mallocs + frees, added up by each thread at exit
 
-static pthread_mutex_t done_lock = PTHREAD_MUTEX_INITIALIZER;
-static pthread_cond_t done_cond = PTHREAD_COND_INITIALIZER;
-static long lanes_done;
 
 static size_t random_size(bench_rng_t* rng) {
   if (bench_below(rng, 50) == 0) return bench_log_range(rng, 1024, MAX_SIZE);
@@ -57,16 +54,7 @@ static size_t random_size(bench_rng_t* rng) {
 }
 
 static item_t item_new(bench_rng_t* rng) {
-  item_t it;
-  it.size = random_size(rng);
-  it.block = bench_malloc(it.size);
-  bench_mark(it.block, it.size, 0);
-  return it;
-}
-
-static void item_free(item_t it, const char* where) {
-  bench_check(it.block, it.size, 0, where);
-  free(it.block);
+  return bench_item_new(random_size(rng));
 }
 
 static uint64_t pack(item_t it) {
@@ -93,19 +81,19 @@ static void* lane_work(void* arg) {
   // replace a quarter at random
   for (size_t j = 0; j < blocks / 4; j++) {
     const size_t k = bench_below(&rng, blocks);
-    item_free(items[k], "churn replace");
+    bench_item_free(items[k], "churn replace");
     items[k] = item_new(&rng);
     n += 2;
   }
   // free half of the others ourselves, hand the other half on
   for (size_t i = 0; i < blocks; i++) {
     if (bench_below(&rng, 2) == 0) {
-      item_free(items[i], "churn free");
+      bench_item_free(items[i], "churn free");
       n++;
     } else {
       const uint64_t got = atomic_exchange(&transfer[bench_below(&rng, transfer_slots)], pack(items[i]));
       if (got != 0) {
-        item_free(unpack(got), "churn transfer");
+        bench_item_free(unpack(got), "churn transfer");
         n++;
       }
     }
@@ -114,17 +102,8 @@ static void* lane_work(void* arg) {
   n++;
   atomic_fetch_add(&ops, n);
 
-  if (++lane->round < rounds) {
-    // a fresh thread takes over the lane; this one ends
-    pthread_t next;
-    if (pthread_create(&next, NULL, lane_work, lane) != 0) bench_fail("pthread_create");
-    pthread_detach(next);
-  } else {
-    pthread_mutex_lock(&done_lock);
-    lanes_done++;
-    pthread_cond_signal(&done_cond);
-    pthread_mutex_unlock(&done_lock);
-  }
+  // a fresh thread takes over the lane; this one ends
+  bench_lane_next(lane_work, lane, ++lane->round < rounds);
   return NULL;
 }
 
@@ -150,15 +129,13 @@ int main(int argc, char** argv) {
     if (pthread_create(&first, NULL, lane_work, &lanes[t]) != 0) bench_fail("pthread_create");
     pthread_detach(first);
   }
-  pthread_mutex_lock(&done_lock);
-  while (lanes_done < threads) pthread_cond_wait(&done_cond, &done_lock);
-  pthread_mutex_unlock(&done_lock);
+  bench_lanes_wait(threads);
   const double secs = bench_now() - start;
 
   size_t left = 0;
   for (size_t i = 0; i < transfer_slots; i++) {
     const uint64_t w = atomic_exchange(&transfer[i], 0);
-    if (w != 0) { item_free(unpack(w), "churn (main)"); left++; }
+    if (w != 0) { bench_item_free(unpack(w), "churn (main)"); left++; }
   }
   free(transfer);
   free(lanes);

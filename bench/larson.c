@@ -31,9 +31,6 @@ typedef struct lane_s {
 static long generations, replacements;
 static size_t slots, min_size, max_size;
 
-static pthread_mutex_t done_lock = PTHREAD_MUTEX_INITIALIZER;
-static pthread_cond_t done_cond = PTHREAD_COND_INITIALIZER;
-static long lanes_done;
 
 static void* lane_work(void* arg) {
   lane_t* lane = (lane_t*)arg;
@@ -46,17 +43,8 @@ static void* lane_work(void* arg) {
     lane->sizes[k] = size;
     bench_mark(lane->blocks[k], size, k);
   }
-  if (++lane->generation < generations) {
-    // hand the lane to a fresh thread and end this one
-    pthread_t next;
-    if (pthread_create(&next, NULL, lane_work, lane) != 0) bench_fail("pthread_create");
-    pthread_detach(next);
-  } else {
-    pthread_mutex_lock(&done_lock);
-    lanes_done++;
-    pthread_cond_signal(&done_cond);
-    pthread_mutex_unlock(&done_lock);
-  }
+  // hand the lane to a fresh thread and end this one
+  bench_lane_next(lane_work, lane, ++lane->generation < generations);
   return NULL;
 }
 
@@ -89,9 +77,7 @@ int main(int argc, char** argv) {
     if (pthread_create(&first, NULL, lane_work, &lanes[t]) != 0) bench_fail("pthread_create");
     pthread_detach(first);
   }
-  pthread_mutex_lock(&done_lock);
-  while (lanes_done < threads) pthread_cond_wait(&done_cond, &done_lock);
-  pthread_mutex_unlock(&done_lock);
+  bench_lanes_wait(threads);
   const double secs = bench_now() - start;
 
   for (long t = 0; t < threads; t++) {

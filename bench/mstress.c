@@ -26,7 +26,7 @@
 #define TRANSFER 1000
 
 // a block of `size` bytes; its tag (salt 0) is in its first and last word
-typedef struct item_s { void* block; size_t size; } item_t;
+typedef bench_item_t item_t;
 
 typedef struct list_s {
   item_t* items;
@@ -55,16 +55,11 @@ static void list_push(list_t* l, item_t it) {
 }
 
 static item_t item_new(bench_rng_t* rng) {
-  item_t it;
-  it.size = random_size(rng);
-  it.block = bench_malloc(it.size);
-  bench_mark(it.block, it.size, 0);
-  return it;
+  return bench_item_new(random_size(rng));
 }
 
 static void item_free(item_t it) {
-  bench_check(it.block, it.size, 0, "mstress free");
-  free(it.block);
+  bench_item_free(it, "mstress free");
 }
 
 static void* worker(void* arg) {
