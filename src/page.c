@@ -304,9 +304,9 @@ void _mi_page_unfull(mi_page_t* page) {
   mi_page_queue_t* pq = _mi_heap_page_queue_of(heap, page);
   mi_page_set_in_full(page, true);
   _mi_page_queue_enqueue_from(pq, pqfull, page);
-  // remote frees need not tell the owner anymore (if one is doing so right
-  // now, it leaves the page in MI_NO_DELAYED_FREE itself)
-  _mi_page_try_use_delayed_free(page, MI_NO_DELAYED_FREE, false);
+  // the page stays in MI_USE_DELAYED_FREE: at most one later remote free
+  // takes the delayed list, which leaves it in MI_NO_DELAYED_FREE (cheaper
+  // than a CAS on every local unfull of a single-threaded program)
 }
 
 static void mi_page_to_full(mi_page_t* page, mi_page_queue_t* pq) {
@@ -368,7 +368,6 @@ static void mi_page_init(mi_heap_t* heap, mi_page_t* page, size_t block_size) {
   mi_assert_internal(segment != NULL);
   mi_assert_internal(block_size > 0);
   mi_page_set_heap(page, heap);
-  _mi_page_use_delayed_free(page, MI_NO_DELAYED_FREE, false);   // not in the full queue
   size_t page_size;
   // big-alignment blocks live in huge segments but may be small: mark them huge
   const bool sentinel = (block_size >= MI_HUGE_BLOCK_SIZE || segment->aligned_block != NULL);
@@ -376,6 +375,13 @@ static void mi_page_init(mi_heap_t* heap, mi_page_t* page, size_t block_size) {
   _mi_segment_page_start(segment, page, page->xblock_size, &page_size, NULL);
   const size_t bsize = (sentinel ? page_size : block_size);
   page->reserved = (uint16_t)(page_size / bsize);
+  // a page of one block is full once that block is out (the huge queue is
+  // never scanned): its remote free must tell the owner, so the memory goes
+  // back at the owner's next slow path. Other pages are not in the full
+  // queue yet. No block of the page exists yet, so nobody else can touch the
+  // word: a plain store.
+  const mi_delayed_t delayed = (page->reserved == 1 ? MI_USE_DELAYED_FREE : MI_NO_DELAYED_FREE);
+  mi_atomic_store_release(&page->xthread_free, (mi_thread_free_t)delayed);
   #if defined(MI_ENCODE_FREELIST)
   page->keys[0] = _mi_heap_random_next(heap);
   page->keys[1] = _mi_heap_random_next(heap);
