@@ -161,6 +161,7 @@ static void mi_heap_reset_pages(mi_heap_t* heap) {
   heap->page_count = 0;
   heap->page_retired_min = MI_BIN_FULL;
   heap->page_retired_max = 0;
+  heap->page_retired_size = 0;
 }
 
 // Release the heap struct itself (never the backing heap).
@@ -243,6 +244,7 @@ static void mi_heap_absorb(mi_heap_t* heap, mi_heap_t* from) {
   // retired pages keep counting down in their new heap
   if (from->page_retired_min < heap->page_retired_min) heap->page_retired_min = from->page_retired_min;
   if (from->page_retired_max > heap->page_retired_max) heap->page_retired_max = from->page_retired_max;
+  heap->page_retired_size += from->page_retired_size;
   mi_heap_reset_pages(from);
 }
 

@@ -62,7 +62,7 @@ const mi_heap_t _mi_heap_empty = {
   { 0, 0 },                   // keys
   { { 0, 0, 0, 0 } },         // random
   0,                          // page_count
-  MI_BIN_FULL, 0,             // page_retired_min/max
+  MI_BIN_FULL, 0, 0,          // page_retired_min/max/size
   NULL,                       // next
   false                       // no_reclaim
 };
@@ -86,7 +86,7 @@ mi_heap_t _mi_heap_main = {
   { 0, 0 },
   { { 0, 0, 0, 0 } },
   0,
-  MI_BIN_FULL, 0,
+  MI_BIN_FULL, 0, 0,
   NULL,
   false
 };

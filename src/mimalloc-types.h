@@ -145,6 +145,7 @@ typedef struct mi_padding_s {
 
 #define MI_RETIRE_CYCLES_SMALL            (8)       // retire delay for blocks <= 16 KiB
 #define MI_RETIRE_CYCLES_LARGE            (2)       // and for larger blocks
+#define MI_RETIRE_MAX_SIZE                (512*KiB) // page area a heap keeps retired at most (the last page of a size class always may be); 1 MiB raised bench batch peak RSS by a segment
 
 #define MI_RECLAIM_TRIES                  (8)       // abandoned segments inspected per fresh-page request
 #define MI_RECLAIM_FORCE_VISITS           (3)       // a segment passed over this often is reclaimed anyway
@@ -213,6 +214,7 @@ typedef struct mi_page_s {
   uint8_t  is_reset:1;          // memory was purged; contents are zero
   uint8_t  is_committed:1;      // memory is accessible
   uint8_t  is_zero_init:1;      // memory was known zero when the page was initialised
+  uint8_t  retire_counted:1;    // retired, and counted in its heap's page_retired_size
   uint16_t capacity;            // blocks threaded into free lists at least once
   uint16_t reserved;            // blocks that fit in the page area
   mi_page_flags_t xflags;       // MI_PAGE_IN_FULL | MI_PAGE_HAS_ALIGNED
@@ -315,6 +317,7 @@ struct mi_heap_s {
   size_t           page_count;                          // pages in all queues
   size_t           page_retired_min;                    // bins that may hold a retired page
   size_t           page_retired_max;
+  size_t           page_retired_size;                   // bytes of the pages retired now (bounded by MI_RETIRE_MAX_SIZE)
   struct mi_heap_s* next;                               // next heap of this thread
   bool             no_reclaim;                          // user heap: never receives reclaimed pages
 };

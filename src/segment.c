@@ -714,6 +714,7 @@ static void mi_segment_page_clear(mi_segment_t* segment, mi_page_t* page, mi_seg
     else mi_stat_decrease(NULL, touched, amount);
   }
   page->is_zero_init = false;
+  page->retire_counted = false;
   page->segment_in_use = false;
   // zero the descriptor except the segment-level fields before `capacity`
   const size_t ofs = offsetof(mi_page_t, capacity);
