@@ -407,7 +407,7 @@ void _mi_segment_abandoned_free_note(void) {
 // The segment is claimed by the sweep (its abandoned bit cleared, owner id 0).
 static void mi_abandoned_sweep_visit(mi_segment_t* segment, void* arg) {
   const int64_t now = *(const int64_t*)arg;
-  for (size_t i = 0; i < segment->capacity && segment->page_kind <= MI_PAGE_MEDIUM; i++) {
+  for (size_t i = 0; i < segment->capacity; i++) {   // (huge segments are never in the abandoned set)
     mi_page_t* page = &segment->pages[i];
     if (!page->segment_in_use) continue;
     _mi_page_free_collect(page, false);
