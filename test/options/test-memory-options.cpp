@@ -122,6 +122,38 @@ MI_CHILD(huge_free) {
   return 0;
 }
 
+// A thread allocates and touches an 80 MiB block (a segment mapped for it
+// alone) and waits; the main thread frees it; then the owner allocates once
+// more (a slow path) and the main thread looks.
+MI_CHILD(huge_remote_free) {
+  (void)argc; (void)argv;
+  const size_t size = 80 * MiB;
+  std::atomic<int> step(0);
+  void* p = nullptr;
+  void* q = nullptr;
+  std::thread t([&] {
+    p = mi_malloc(dyn(size));
+    memset(opaque(p), 0x5A, size);
+    step.store(1);
+    while (step.load() != 2) sleep_ms(1);
+    q = mi_malloc(dyn(200));   // the thread's first block of this size: a slow path
+    step.store(3);
+    while (step.load() != 4) sleep_ms(1);
+    mi_free(q);
+  });
+  while (step.load() != 1) sleep_ms(1);
+  take_snapshot(&snap[0], nullptr);
+  mi_free(p);   // remote: the owner lives
+  step.store(2);
+  while (step.load() != 3) sleep_ms(1);
+  take_snapshot(&snap[1], nullptr);
+  step.store(4);
+  t.join();
+  emit_snapshot("full", snap[0]);
+  emit_snapshot("after", snap[1]);
+  return 0;
+}
+
 // A thread fills small pages, frees all but two blocks, and ends: its
 // segments are abandoned with many free (not yet reset) pages.
 MI_CHILD(abandon) {
@@ -361,6 +393,15 @@ TEST(OptionAbandonedPageReset, ByDefaultAnEndedThreadsFreePagesArePurgedAfterThe
   }
   EXPECT_LT(r.num("swept.rss"), r.num("before.rss") - (long long)MiB) << r.describe();
   EXPECT_GE(r.num("swept.reset"), r.num("before.reset") + (long long)MiB) << r.describe();
+}
+
+TEST(RemoteFree, AHugeBlockFreedByAnotherThreadGoesBackAtTheOwnersNextSlowPath) {
+  // a page of one block is full as soon as its block is out: a remote free
+  // must tell the owner (its queue is never scanned), which gives the
+  // memory back on its next slow path, not at some later collection
+  ChildResult r;
+  if (!run_ok(&r, "huge_remote_free", {})) return;
+  EXPECT_LT(r.num("after.rss"), r.num("full.rss") - (long long)(64 * MiB)) << r.describe();
 }
 
 TEST(OptionSegmentCache, OffKeepsNothing) {
