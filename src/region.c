@@ -360,15 +360,13 @@ void _mi_region_free(void* p, size_t size, mi_memid_t memid, bool fully_committe
       // mark pending before releasing, so a claimer always sees (and cancels)
       // it; a region with nothing pending starts its expiry now, otherwise
       // the block waits in the young generation for the next one
+      if (mi_atomic_load_relaxed(&region->purge_expire) == 0) mi_atomic_or_acq_rel(&region->purge, m);
+      else mi_atomic_or_acq_rel(&region->purge_young, m);
+      // arm the expiry if nothing is pending (also when a purge pass just
+      // ended without re-arming it while we marked the young generation)
       int64_t expected = 0;
       const int64_t expire = _mi_prim_clock_now() + mi_region_delay();
-      if (mi_atomic_load_relaxed(&region->purge_expire) == 0) {
-        mi_atomic_or_acq_rel(&region->purge, m);
-        if (mi_atomic_cas_strong_acq_rel(&region->purge_expire, &expected, expire)) mi_region_note_expire(expire);
-      }
-      else {
-        mi_atomic_or_acq_rel(&region->purge_young, m);
-      }
+      if (mi_atomic_cas_strong_acq_rel(&region->purge_expire, &expected, expire)) mi_region_note_expire(expire);
     }
   }
   mi_atomic_and_acq_rel(&region->in_use, ~m);
