@@ -375,6 +375,11 @@ static mi_decl_noinline void mi_free_generic(mi_segment_t* segment, mi_page_t* p
     _mi_segment_huge_page_free(segment, page, block);
     return;
   }
+  if (owner == 0 && segment->memid.region_idx == 0 && _mi_segment_reclaim_on_free(segment, mi_get_default_heap())) {
+    // an abandoned segment outside the regions: only a freeing thread finds it
+    mi_free_block_local(page, block);
+    return;
+  }
   mi_free_block_mt(page, block);
   // a free into an abandoned segment is collected by the abandoned sweep
   if (owner == 0) _mi_segment_abandoned_free_note();

@@ -26,7 +26,8 @@
   frees the empty ones and performs their due purges. A thread freeing into
   an abandoned segment used to take the segment over ("reclaim on free"):
   rejected, since segments then bounced between short-lived threads (see
-  docs/design.md, "Threads").
+  docs/design.md, "Threads"), except for segments outside the regions, which
+  nothing else can find.
 
   Big alignments (> 2 MiB): a huge segment whose block starts exactly one
   segment unit after the segment start; see docs/design.md.
@@ -207,7 +208,7 @@ static void mi_segments_track_size(long segment_size, mi_segments_tld_t* tld) {
 //
 // Abandoned segments keep their pending purges: the thread that reclaims the
 // segment inherits them, and until then the process-wide sweep
-// (_mi_segments_try_purge_abandoned) purges them when they are due. So a thread
+// (_mi_segments_try_sweep_abandoned) purges them when they are due. So a thread
 // that ends purges nothing itself, and a segment reclaimed soon after by the
 // next thread is used again without a purge and a refault.
 
@@ -752,7 +753,8 @@ static void mi_segment_mark_abandoned(mi_segment_t* segment) {
     mi_abandoned_sweep_note(segment->purge_expire);
     _mi_region_abandon(segment);   // findable by the reclaim scan
   }
-  // else: claimed by whoever frees into it (CAS on thread_id)
+  // else: claimed by whoever frees into it (CAS on thread_id; see
+  // _mi_segment_huge_page_free and _mi_segment_reclaim_on_free)
 }
 
 static void mi_segment_abandon(mi_segment_t* segment, mi_segments_tld_t* tld) {
@@ -858,7 +860,9 @@ static mi_segment_t* mi_segment_reclaim(mi_segment_t* segment, mi_heap_t* heap, 
     segment->abandoned--;
     mi_stat_decrease(&_mi_segments_tld_stats(tld), pages_abandoned, 1);
     mi_page_set_heap(page, heap);
-    _mi_page_use_delayed_free(page, MI_NO_DELAYED_FREE, true);   // it goes to its bin queue, not the full one
+    // it goes to its bin queue, not the full one (a page of one block must
+    // tell its owner wherever it is: see mi_page_init)
+    _mi_page_use_delayed_free(page, (page->reserved == 1 ? MI_USE_DELAYED_FREE : MI_NO_DELAYED_FREE), true);
     _mi_page_free_collect(page, false);
     if (mi_page_all_free(page)) {
       mi_segment_page_clear(segment, page, tld);
@@ -880,6 +884,19 @@ static mi_segment_t* mi_segment_reclaim(mi_segment_t* segment, mi_heap_t* heap, 
     mi_segment_insert_in_free_queue(segment, tld);
   }
   return segment;
+}
+
+// Free into an abandoned segment that is in no abandoned bitmap (mapped
+// straight from the OS because no region could be had): neither the reclaim
+// scan nor the abandoned sweep can find it, so the freeing thread claims it
+// and reclaims it into its backing heap. Bounded: one segment's page descriptors.
+bool _mi_segment_reclaim_on_free(mi_segment_t* segment, mi_heap_t* heap) {
+  mi_assert_internal(segment->memid.region_idx == 0 && segment->page_kind != MI_PAGE_HUGE);
+  if (!mi_heap_is_initialized(heap)) return false;
+  mi_heap_t* backing = heap->tld->heap_backing;
+  if (!mi_segment_claim(segment)) return false;
+  mi_segment_reclaim(segment, backing, 0, NULL, &backing->tld->segments);
+  return true;
 }
 
 // Free the single block of an abandoned huge segment: claim it and give the

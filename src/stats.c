@@ -4,9 +4,9 @@
   Every thread has a block in its tld; the process has _mi_stats_main. The
   slow-path counters (segments, committed, ...) are added to both at once:
   plain arithmetic in the thread's block, relaxed atomics in the process
-  block, so the process figures are exact. The two busiest of them (pages and
-  touched) reach the process block in batches (_mi_stat_update_batched), so
-  its figures for those may lag a running thread by one batch. The per-allocation
+  block, so the process figures are exact. The busiest of them, touched,
+  reaches the process block in batches (_mi_stat_touched_update), so its
+  process figure may lag a running thread by less than a batch. The per-allocation
   counters of debug builds (MI_STAT > 1) go to the thread's block only and
   are merged into the process block at thread exit and before printing.
   See docs/design.md ("Statistics").

@@ -124,15 +124,24 @@ MI_CHILD(huge_free) {
 
 // A thread allocates and touches an 80 MiB block (a segment mapped for it
 // alone) and waits; the main thread frees it; then the owner allocates once
-// more (a slow path) and the main thread looks.
+// more (a slow path) and the main thread looks. With argv[0] = 1 the block
+// comes from a user heap that is deleted at once (its pages move to the
+// thread's backing heap).
 MI_CHILD(huge_remote_free) {
-  (void)argc; (void)argv;
+  const bool from_heap = (arg_long(argc, argv, 0, 0) != 0);
   const size_t size = 80 * MiB;
   std::atomic<int> step(0);
   void* p = nullptr;
   void* q = nullptr;
   std::thread t([&] {
-    p = mi_malloc(dyn(size));
+    if (from_heap) {
+      mi_heap_t* heap = mi_heap_new();
+      p = mi_heap_malloc(heap, dyn(size));
+      mi_heap_delete(heap);
+    }
+    else {
+      p = mi_malloc(dyn(size));
+    }
     memset(opaque(p), 0x5A, size);
     step.store(1);
     while (step.load() != 2) sleep_ms(1);
@@ -401,6 +410,12 @@ TEST(RemoteFree, AHugeBlockFreedByAnotherThreadGoesBackAtTheOwnersNextSlowPath) 
   // memory back on its next slow path, not at some later collection
   ChildResult r;
   if (!run_ok(&r, "huge_remote_free", {})) return;
+  EXPECT_LT(r.num("after.rss"), r.num("full.rss") - (long long)(64 * MiB)) << r.describe();
+}
+
+TEST(RemoteFree, SoAfterItsUserHeapWasDeleted) {
+  ChildResult r;
+  if (!run_ok(&r, "huge_remote_free", {}, { "1" })) return;
   EXPECT_LT(r.num("after.rss"), r.num("full.rss") - (long long)(64 * MiB)) << r.describe();
 }
 
