@@ -501,7 +501,7 @@ static inline bool mi_page_is_huge(const mi_page_t* page) {
 // MI_ENCODE_FREELIST a link is stored as rotl(p ^ k1, k0) + k0 with the
 // page's keys (NULL replaced by a sentinel, the page address), and every
 // decoded link of a page list must point into the same page, else the list
-// is reported corrupt and cut (see secure-debug.md §2.2).
+// is reported corrupt and cut.
 // ------------------------------------------------------
 
 static inline uintptr_t mi_rotl(uintptr_t x, uintptr_t shift) {

@@ -3,8 +3,8 @@
   fields, and every build variant derived in one place.
 
   Reading order: build variants, constants, blocks, pages, segments, queues,
-  heaps, thread-local data. The numbers follow the 1.6 brief (architecture.md
-  §2); see docs/design.md for where and why we deviate.
+  heaps, thread-local data. The numbers are those of mimalloc 1.6; see
+  docs/design.md for where and why we deviate.
 -----------------------------------------------------------------------------*/
 #pragma once
 #ifndef MIMALLOC_TYPES_H
@@ -88,7 +88,7 @@
 #define GiB     (MiB*KiB)
 
 // ------------------------------------------------------
-// Main constants (architecture.md §2)
+// Main constants
 // ------------------------------------------------------
 
 #define MI_SMALL_PAGE_SHIFT               (13 + MI_INTPTR_SHIFT)      // 64 KiB

@@ -71,7 +71,7 @@ static bool mi_page_is_valid(mi_page_t* page) {
 #endif
 
 // ---------------------------------------------------------------------------
-// The delayed-free state (architecture.md §8)
+// The delayed-free state
 // ---------------------------------------------------------------------------
 
 void _mi_page_use_delayed_free(mi_page_t* page, mi_delayed_t delay, bool override_never) {
@@ -573,7 +573,7 @@ static mi_deferred_free_fun* volatile deferred_free = NULL;
 static void* volatile deferred_arg;
 
 // One process-wide hook, called on allocation slow paths and collections
-// (never recursively); NULL unregisters. See architecture.md §21.
+// (never recursively); NULL unregisters.
 void mi_register_deferred_free(mi_deferred_free_fun* fn, void* arg) mi_attr_noexcept {
   deferred_free = fn;
   deferred_arg = arg;

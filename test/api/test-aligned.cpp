@@ -1,5 +1,5 @@
 /* ----------------------------------------------------------------------------
-  test-aligned.cpp -- API tests: aligned allocation (api.md §4, architecture.md §19).
+  test-aligned.cpp -- API tests: aligned allocation.
 
   Every power-of-two alignment from 1 byte to 16 MiB must work for every
   aligned entry point (plain, zeroed, calloc, `_at` with offsets, heap
@@ -362,7 +362,7 @@ TEST(Aligned, HeapReallocAligned) {
   mi_heap_t* h = mi_heap_new();
   ASSERT_NE(h, nullptr);
   // from the default heap. (Start aligned: the non-_at realloc keeps the block's
-  // current misalignment as its offset, api.md §4.)
+  // current misalignment as its offset, as in mimalloc 1.6.)
   void* p = mi_malloc_aligned(dyn(100), dyn(256));
   ASSERT_NE(p, nullptr);
   ASSERT_FALSE(mi_heap_contains_block(h, p));

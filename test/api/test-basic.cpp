@@ -1,8 +1,7 @@
 /* ----------------------------------------------------------------------------
-  test-basic.cpp -- API tests: basic and extended allocation (api.md §2, §3, §7).
+  test-basic.cpp -- API tests: basic and extended allocation.
 
-  mi_malloc / mi_calloc / mi_zalloc / mi_free, sizes and size classes
-  (architecture.md §6), failure semantics (errno), the `_small` functions,
+  mi_malloc / mi_calloc / mi_zalloc / mi_free, sizes and size classes, failure semantics (errno), the `_small` functions,
   string helpers, mi_expand, mi_collect, process/thread init, version, and the
   typed convenience macros.
 -----------------------------------------------------------------------------*/
@@ -125,7 +124,7 @@ TEST(Basic, ManyLiveBlocksKeepTheirContents) {
   }
 }
 
-// Size classes of mimalloc 1.6 on 64-bit (architecture.md §6).
+// Size classes of mimalloc 1.6 on 64-bit.
 static const std::pair<size_t, size_t> kSizeClasses[] = {
     {0, 8},       {1, 8},          {8, 8},        {9, 16},        {16, 16},         {17, 32},
     {33, 48},     {48, 48},        {49, 64},      {65, 80},       {100, 112},       {129, 160},
@@ -488,7 +487,7 @@ TEST(Basic, CollectKeepsLiveBlocks) {
 }
 
 // ------------------------------------------------------
-// Typed convenience macros (api.md §7): all twelve
+// Typed convenience macros: all twelve
 // ------------------------------------------------------
 
 namespace {

@@ -1,5 +1,5 @@
 /* ----------------------------------------------------------------------------
-  test-heap.cpp -- API tests: first-class heaps (api.md §5, architecture.md §9.3).
+  test-heap.cpp -- API tests: first-class heaps.
 
   mi_heap_new / delete / destroy / set_default / get_default / get_backing /
   collect and every mi_heap_ allocation function. Deleting a heap keeps its

@@ -1,6 +1,6 @@
 /* ----------------------------------------------------------------------------
   test-posix.cpp -- API tests: the mi_-prefixed posix / Unix / Windows
-  convenience functions (api.md §11).
+  convenience functions.
 -----------------------------------------------------------------------------*/
 #include <gtest/gtest.h>
 #include <mimalloc.h>

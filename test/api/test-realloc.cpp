@@ -1,5 +1,5 @@
 /* ----------------------------------------------------------------------------
-  test-realloc.cpp -- API tests: realloc and friends (api.md §2, architecture.md §20).
+  test-realloc.cpp -- API tests: realloc and friends.
 
   In place when the new size fits the usable size and is at least half of it;
   otherwise allocate, copy min(old usable, new size), free the old block.

@@ -1,5 +1,5 @@
 /* ----------------------------------------------------------------------------
-  test-threads.cpp -- API tests: threads (api.md §3, §5, architecture.md §10).
+  test-threads.cpp -- API tests: threads.
 
   Blocks may be freed by any thread; heaps (default, backing and mi_heap_new
   ones) belong to the thread that created them; mi_thread_init / mi_thread_done

@@ -1,5 +1,5 @@
 /* ----------------------------------------------------------------------------
-  test-visit.cpp -- API tests: heap introspection (api.md §8, §3).
+  test-visit.cpp -- API tests: heap introspection.
 
   mi_heap_visit_blocks must report exactly the live blocks of a heap (huge
   blocks included: unlike 1.6.7, our huge blocks belong to the heap that

@@ -1,6 +1,5 @@
 /* ----------------------------------------------------------------------------
-  test-zero.cpp -- API tests: zero-initialised allocation (api.md §2, §6,
-  architecture.md §20).
+  test-zero.cpp -- API tests: zero-initialised allocation.
 
   Every zeroing entry point must return memory whose whole usable area is zero,
   also when it recycles dirty memory: each check first fills blocks of the same

@@ -10,7 +10,7 @@
   as `key=value` lines on stdout; the parent test captures stdout, stderr and
   the exit status, and makes the assertions.
 
-  Also here: a parser for the statistics table (api.md §10.2), readers for
+  Also here: a parser for the statistics table, readers for
   /proc/self/statm and /proc/self/maps, and a capturing output function.
 -----------------------------------------------------------------------------*/
 #pragma once
@@ -55,11 +55,11 @@ inline size_t dyn(size_t n) {
 // Build kind
 // ------------------------------------------------------
 
-// Debug builds pad every block and make mi_usable_size exact
-// (secure-debug.md §3.2): mi_usable_size(mi_malloc(1)) == 1 only there.
+// Debug builds pad every block and make mi_usable_size exact:
+// mi_usable_size(mi_malloc(1)) == 1 only there.
 bool is_debug_build();
 
-// The debug build's per-block trailer (secure-debug.md §3.2).
+// The debug build's per-block trailer.
 constexpr size_t kPaddingSize = 8;
 
 // ------------------------------------------------------
@@ -134,7 +134,7 @@ std::string stats_text();
 std::string thread_stats_text();
 
 // ------------------------------------------------------
-// The statistics table (api.md §10.2)
+// The statistics table
 // ------------------------------------------------------
 
 struct StatRow {

@@ -1,5 +1,5 @@
 /* ----------------------------------------------------------------------------
-  test-debug.cpp -- what the debug build detects (secure-debug.md §3-§5),
+  test-debug.cpp -- what the debug build detects,
   each provoked in a child process with the default error handler, checking
   the exact message on stderr and how the child ends:
 
@@ -253,8 +253,8 @@ TEST(DebugDetect, UnalignedPointerIsReportedAndIgnored) {
   EXPECT_EQ(r.err, error_line("mi_free: invalid (unaligned) pointer: " + r.str("q"))) << r.describe();
 }
 
-// secure-debug.md §3.4: "mi_usable_size and mi_free_size run the same checks
-// with their own function names".
+// In debug builds mi_usable_size and mi_free_size run the same checks, with
+// their own function names in the messages.
 TEST(DebugDetect, UsableSizeOfAnUnalignedPointer) {
   SKIP_IN_RELEASE();
   ChildResult r = run_child("usable_size_invalid", {}, { "unaligned" });

@@ -1,6 +1,6 @@
 /* ----------------------------------------------------------------------------
   test-memory-options.cpp -- the options that decide when memory is
-  committed, reset and kept (api.md §9.2), shown in child processes through
+  committed, reset and kept, shown in child processes through
   what the OS reports (/proc/self/statm, /proc/self/maps) and through the
   statistics (committed, reset, -cached):
 

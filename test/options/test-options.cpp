@@ -1,6 +1,6 @@
 /* ----------------------------------------------------------------------------
   test-options.cpp -- the option functions, environment parsing, and the
-  options that govern messages (api.md §9, §10.1; secure-debug.md §4).
+  options that govern messages.
 
   - mi_option_get / set / set_default / is_enabled / enable / disable /
     set_enabled / set_enabled_default, in-process and in fresh processes;
@@ -36,10 +36,10 @@ namespace {
 struct OptionInfo {
   mi_option_t option;
   const char* name;
-  long release_default;   // 64-bit Linux defaults (api.md §9.2)
+  long release_default;   // 64-bit Linux defaults
 };
 
-// Enum order (the ABI order of api.md §9.2).
+// Enum order (the ABI order of mimalloc 1.6).
 const OptionInfo kOptions[] = {
   { mi_option_show_errors,          "show_errors",           0 },
   { mi_option_show_stats,           "show_stats",            0 },
@@ -268,7 +268,7 @@ TEST(Options, InProcessValuesAreTheDefaults) {
 }
 
 // ------------------------------------------------------
-// Environment parsing (api.md §9.3)
+// Environment parsing
 // ------------------------------------------------------
 
 TEST(OptionsEnv, EveryOptionIsReadFromItsVariable) {

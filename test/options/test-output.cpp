@@ -1,6 +1,6 @@
 /* ----------------------------------------------------------------------------
   test-output.cpp -- the output channel, the error handler and the
-  deferred-free hook (api.md §3, §10.1; secure-debug.md §4, §5):
+  deferred-free hook:
 
   - mi_register_output receives messages and the statistics of
     mi_stats_print_out(NULL, NULL) / mi_stats_print(NULL); registering

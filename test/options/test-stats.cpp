@@ -1,5 +1,5 @@
 /* ----------------------------------------------------------------------------
-  test-stats.cpp -- statistics (api.md §10.2) and mi_process_info:
+  test-stats.cpp -- statistics and mi_process_info:
 
   - the layout of mi_stats_print_out: the header, the per-size-class rows
     and the normal/huge/giant/total block with 'malloc requested' (debug
