@@ -267,6 +267,26 @@ static inline size_t mi_ctz(uintptr_t x) {
 static inline size_t mi_popcount(uintptr_t x) {
   return (size_t)__builtin_popcountl(x);
 }
+// `count` (> 0) set bits starting at bit `idx`
+static inline uintptr_t mi_bit_mask(size_t count, size_t idx) {
+  mi_assert_internal(count + idx <= MI_INTPTR_BITS && count > 0);
+  if (count >= MI_INTPTR_BITS) return ~(uintptr_t)0;
+  return (((uintptr_t)1 << count) - 1) << idx;
+}
+// The run of set bits of x (x != 0) that starts at its lowest set bit: its
+// start in *idx, its length returned.
+static inline size_t mi_bit_run(uintptr_t x, size_t* idx) {
+  const size_t i = mi_ctz(x);
+  size_t n = mi_ctz(~(x >> i));   // MI_INTPTR_BITS when the run reaches the top bit
+  if (i + n > MI_INTPTR_BITS) n = MI_INTPTR_BITS - i;
+  *idx = i;
+  return n;
+}
+// Lower an expiry time (ms, 0 = none) to `expire` if that is earlier.
+static inline void mi_atomic_expire_lower(_Atomic(int64_t)* p, int64_t expire) {
+  int64_t cur = mi_atomic_load_relaxed(p);
+  while ((cur == 0 || expire < cur) && !mi_atomic_cas_weak_acq_rel(p, &cur, expire)) { /* retry */ }
+}
 // index of the highest set bit (x != 0)
 static inline size_t mi_bsr(uintptr_t x) {
   return (MI_INTPTR_BITS - 1 - mi_clz(x));

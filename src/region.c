@@ -72,11 +72,6 @@ static _Atomic(size_t) abandoned_count;    // abandoned segments in all regions
 // Bitmap helpers
 // ---------------------------------------------------------------------------
 
-static inline uintptr_t mi_bitmap_mask(size_t count, size_t bitidx) {
-  mi_assert_internal(count + bitidx <= MI_INTPTR_BITS && count > 0);
-  if (count >= MI_INTPTR_BITS) return MI_BITMAP_FULL;
-  return (((uintptr_t)1 << count) - 1) << bitidx;
-}
 
 // Claim a run of `count` zero bits in `field`; returns the bit index or false.
 static bool mi_bitmap_try_claim(_Atomic(uintptr_t)* field, size_t count, size_t* bitidx) {
@@ -84,7 +79,7 @@ static bool mi_bitmap_try_claim(_Atomic(uintptr_t)* field, size_t count, size_t*
   if (map == MI_BITMAP_FULL) return false;
   size_t idx = mi_ctz(~map);
   while (idx + count <= MI_INTPTR_BITS) {
-    const uintptr_t m = mi_bitmap_mask(count, idx);
+    const uintptr_t m = mi_bit_mask(count, idx);
     if ((map & m) == 0) {
       if (mi_atomic_cas_weak_acq_rel(field, &map, map | m)) { *bitidx = idx; return true; }
       continue;   // `map` was refreshed: try the same position again
@@ -111,8 +106,7 @@ static inline int64_t mi_region_delay(void) {
 
 // Make the process-wide earliest expiry no later than `expire`.
 static void mi_region_note_expire(int64_t expire) {
-  int64_t next = mi_atomic_load_relaxed(&purge_next);
-  while ((next == 0 || expire < next) && !mi_atomic_cas_weak_acq_rel(&purge_next, &next, expire)) { /* retry */ }
+  mi_atomic_expire_lower(&purge_next, expire);
 }
 
 // ---------------------------------------------------------------------------
@@ -234,14 +228,13 @@ static bool mi_region_best_resident(const mem_region_t* region, size_t count, si
   uintptr_t resident = mi_atomic_load_relaxed(&region->dirty) & ~in_use;
   bool found = false;
   while (resident != 0) {
-    const size_t idx = mi_ctz(resident);
-    size_t n = mi_ctz(~(resident >> idx));
-    if (idx + n > MI_INTPTR_BITS) n = MI_INTPTR_BITS - idx;
+    size_t idx;
+    const size_t n = mi_bit_run(resident, &idx);
     if (n >= count && (!found || n < *len)) {
       *bitidx = idx; *len = n; found = true;
       if (n == count) break;
     }
-    resident &= ~mi_bitmap_mask(n, idx);
+    resident &= ~mi_bit_mask(n, idx);
   }
   return found;
 }
@@ -249,7 +242,7 @@ static bool mi_region_best_resident(const mem_region_t* region, size_t count, si
 static void* mi_region_claimed(size_t idx, size_t bitidx, size_t blocks, bool commit,
                                bool* is_committed, bool* is_large, bool* is_zero, mi_memid_t* memid) {
   mem_region_t* region = &regions[idx];
-  const uintptr_t m = mi_bitmap_mask(blocks, bitidx);
+  const uintptr_t m = mi_bit_mask(blocks, bitidx);
   uint8_t* start = (uint8_t*)mi_atomic_load_acquire(&region->start);
   void* p = start + (bitidx * MI_SEGMENT_SIZE);
   // re-use before expiry cancels a pending purge: no system call
@@ -302,7 +295,7 @@ void* _mi_region_alloc(size_t size, bool commit, bool allow_large, bool* is_comm
         if (len == blocks) break;
       }
     }
-    if (best_region != SIZE_MAX && mi_bitmap_try_claim_mask(&regions[best_region].in_use, mi_bitmap_mask(blocks, best_idx))) {
+    if (best_region != SIZE_MAX && mi_bitmap_try_claim_mask(&regions[best_region].in_use, mi_bit_mask(blocks, best_idx))) {
       tld->region_cursor = best_region;
       return mi_region_claimed(best_region, best_idx, blocks, commit, is_committed, is_large, is_zero, memid);
     }
@@ -345,7 +338,7 @@ void _mi_region_free(void* p, size_t size, mi_memid_t memid, bool fully_committe
   }
   mem_region_t* region = &regions[memid.region_idx - 1];
   const size_t blocks = _mi_divide_up(size, MI_SEGMENT_SIZE);
-  const uintptr_t m = mi_bitmap_mask(blocks, memid.block_idx);
+  const uintptr_t m = mi_bit_mask(blocks, memid.block_idx);
   mi_assert_internal((mi_atomic_load_relaxed(&region->in_use) & m) == m);
   if (fully_committed) mi_atomic_or_acq_rel(&region->commit, m);
   const bool fixed = (mi_atomic_load_relaxed(&region->is_large) != 0);
@@ -377,22 +370,20 @@ void _mi_region_free(void* p, size_t size, mi_memid_t memid, bool fully_committe
 static void mi_region_purge_blocks(mem_region_t* region, _Atomic(uintptr_t)* field, uintptr_t pending) {
   while (pending != 0) {
     // the run of pending blocks starting at the lowest one
-    const size_t idx = mi_ctz(pending);
-    size_t count = mi_ctz(~(pending >> idx));
-    if (idx + count > MI_INTPTR_BITS) count = MI_INTPTR_BITS - idx;
-    uintptr_t m = mi_bitmap_mask(count, idx);
+    size_t idx;
+    const size_t count = mi_bit_run(pending, &idx);
+    uintptr_t m = mi_bit_mask(count, idx);
     if (!mi_bitmap_try_claim_mask(&region->in_use, m)) {
-      m = mi_bitmap_mask(1, idx);   // part of the run is in use: do one block
+      m = mi_bit_mask(1, idx);   // part of the run is in use: do one block
       if (!mi_bitmap_try_claim_mask(&region->in_use, m)) { pending &= ~m; continue; }
     }
     // we own the blocks: purge only those still pending (a claimer may have raced us)
     const uintptr_t still = mi_atomic_and_acq_rel(field, ~m) & m;
     uint8_t* start = (uint8_t*)mi_atomic_load_acquire(&region->start);
     for (uintptr_t s = still; s != 0; ) {
-      const size_t i = mi_ctz(s);
-      size_t n = mi_ctz(~(s >> i));
-      if (i + n > MI_INTPTR_BITS) n = MI_INTPTR_BITS - i;
-      const uintptr_t sm = mi_bitmap_mask(n, i);
+      size_t i;
+      const size_t n = mi_bit_run(s, &i);
+      const uintptr_t sm = mi_bit_mask(n, i);
       if (_mi_os_reset(start + i * MI_SEGMENT_SIZE, n * MI_SEGMENT_SIZE)) {
         mi_atomic_and_acq_rel(&region->dirty, ~sm);
         mi_atomic_or_acq_rel(&region->purged, sm);

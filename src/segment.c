@@ -231,10 +231,9 @@ static void mi_segment_purge_pages(mi_segment_t* segment, uint64_t mask) {
   const size_t psize = mi_segment_page_size(segment);
   const bool decommit = mi_option_is_enabled(mi_option_reset_decommits);
   while (mask != 0) {
-    const size_t first = mi_ctz(mask);
-    const size_t count = mi_ctz(~(mask >> first));   // never all ones: capacity <= 64 bits, and a full run ends at bit 63
-    const size_t n = (first + count > 64 ? 64 - first : count);
-    const uint64_t run = (n >= 64 ? ~(uint64_t)0 : (((uint64_t)1 << n) - 1) << first);
+    size_t first;
+    const size_t n = mi_bit_run(mask, &first);
+    const uint64_t run = mi_bit_mask(n, first);
     uint8_t* start = _mi_segment_page_start(segment, &segment->pages[first], 0, NULL, NULL);
     uint8_t* end = (uint8_t*)segment + (first + n) * psize;
     bool ok;
@@ -385,9 +384,7 @@ static void mi_segment_mark_abandoned(mi_segment_t* segment);
 static _Atomic(int64_t) mi_abandoned_sweep_expire;   // when the next sweep is due (0: none pending)
 
 static void mi_abandoned_sweep_note(int64_t expire) {
-  if (expire == 0) return;
-  int64_t next = mi_atomic_load_relaxed(&mi_abandoned_sweep_expire);
-  while ((next == 0 || expire < next) && !mi_atomic_cas_weak_acq_rel(&mi_abandoned_sweep_expire, &next, expire)) { /* retry */ }
+  if (expire != 0) mi_atomic_expire_lower(&mi_abandoned_sweep_expire, expire);
 }
 
 static mi_decl_thread uint32_t mi_abandoned_frees;   // frees into abandoned segments by this thread
