@@ -470,6 +470,14 @@ static inline bool mi_page_has_thread_free(const mi_page_t* page) {
 #define mi_page_thread_free_flag_ok(page) \
   (mi_tf_delayed(mi_atomic_load_relaxed(&((mi_page_t*)(page))->xthread_free)) != MI_DELAYED_FREEING)
 
+// The delayed-free state a page of a heap should have: remote frees must tell
+// the owner about a page it does not scan, one in the full queue or one that
+// holds a single block (full as soon as that block is out; the huge queue is
+// never scanned), so such a block goes back at the owner's next slow path.
+static inline mi_delayed_t mi_page_delayed_state(const mi_page_t* page, bool in_full_queue) {
+  return ((in_full_queue || page->reserved == 1) ? MI_USE_DELAYED_FREE : MI_NO_DELAYED_FREE);
+}
+
 // All blocks are free (only reliable after collecting thread_free).
 static inline bool mi_page_all_free(const mi_page_t* page) {
   return (page->used == 0);

@@ -179,9 +179,7 @@ size_t _mi_page_queue_append(mi_heap_t* heap, mi_page_queue_t* pq, mi_page_queue
     // the page may still be reached by remote frees through its old heap's
     // delayed list: switch heap only when no such push is in flight
     mi_atomic_store_release(&page->xheap, (uintptr_t)heap);
-    // (a page of one block must tell its owner wherever it is: see mi_page_init)
-    const bool tell = (_mi_page_queue_is_full(pq) || page->reserved == 1);
-    _mi_page_use_delayed_free(page, (tell ? MI_USE_DELAYED_FREE : MI_NO_DELAYED_FREE), false);
+    _mi_page_use_delayed_free(page, mi_page_delayed_state(page, _mi_page_queue_is_full(pq)), false);
     count++;
   }
   if (pq->last == NULL) {

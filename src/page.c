@@ -442,13 +442,9 @@ static void mi_page_init(mi_heap_t* heap, mi_page_t* page, size_t block_size) {
   _mi_segment_page_start(segment, page, page->xblock_size, &page_size, NULL);
   const size_t bsize = (sentinel ? page_size : block_size);
   page->reserved = (uint16_t)(page_size / bsize);
-  // a page of one block is full once that block is out (the huge queue is
-  // never scanned): its remote free must tell the owner, so the memory goes
-  // back at the owner's next slow path. Other pages are not in the full
-  // queue yet. No block of the page exists yet, so nobody else can touch the
-  // word: a plain store.
-  const mi_delayed_t delayed = (page->reserved == 1 ? MI_USE_DELAYED_FREE : MI_NO_DELAYED_FREE);
-  mi_atomic_store_release(&page->xthread_free, (mi_thread_free_t)delayed);
+  // not in the full queue yet; no block of the page exists yet, so nobody
+  // else can touch the word: a plain store
+  mi_atomic_store_release(&page->xthread_free, (mi_thread_free_t)mi_page_delayed_state(page, false));
   #if defined(MI_ENCODE_FREELIST)
   page->keys[0] = _mi_heap_random_next(heap);
   page->keys[1] = _mi_heap_random_next(heap);

@@ -857,9 +857,7 @@ static mi_segment_t* mi_segment_reclaim(mi_segment_t* segment, mi_heap_t* heap, 
     segment->abandoned--;
     mi_stat_decrease(&_mi_segments_tld_stats(tld), pages_abandoned, 1);
     mi_page_set_heap(page, heap);
-    // it goes to its bin queue, not the full one (a page of one block must
-    // tell its owner wherever it is: see mi_page_init)
-    _mi_page_use_delayed_free(page, (page->reserved == 1 ? MI_USE_DELAYED_FREE : MI_NO_DELAYED_FREE), true);
+    _mi_page_use_delayed_free(page, mi_page_delayed_state(page, false), true);   // it goes to its bin queue
     _mi_page_free_collect(page, false);
     if (mi_page_all_free(page)) {
       mi_segment_page_clear(segment, page, tld);
