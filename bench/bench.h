@@ -120,6 +120,17 @@ BENCH_UNUSED static inline void* bench_malloc(size_t n) {
   return p;
 }
 
+// Memory on cache lines of its own (BENCH_LINE bytes: two 64-byte lines, as
+// the adjacent-line prefetcher fetches them in pairs), for state that threads
+// write often and that must not share a line with another thread's state.
+#define BENCH_LINE 128
+BENCH_UNUSED static inline void* bench_malloc_lines(size_t n) {
+  n = (n + BENCH_LINE - 1) / BENCH_LINE * BENCH_LINE;
+  void* p = aligned_alloc(BENCH_LINE, n);
+  if (p == NULL) bench_fail("aligned_alloc(%d, %zu) returned NULL", BENCH_LINE, n);
+  return p;
+}
+
 BENCH_UNUSED static inline void* bench_realloc(void* p, size_t n) {
   void* q = realloc(p, n);
   if (q == NULL) bench_fail("realloc(%zu) returned NULL", n);

@@ -21,8 +21,11 @@
 #include <pthread.h>
 #include "bench.h"
 
+// Each lane on cache lines of its own: the thread working a lane writes its
+// random state on every replacement, and two lanes sharing a line would make
+// the benchmark measure that line moving between cores, not the allocator.
 typedef struct lane_s {
-  void** blocks;         // the lane's live blocks, one per slot
+  _Alignas(BENCH_LINE) void** blocks;         // the lane's live blocks, one per slot
   size_t* sizes;         // the size of each block
   bench_rng_t rng;
   long generation;       // the generation now working the lane
@@ -57,7 +60,7 @@ int main(int argc, char** argv) {
   max_size = (size_t)bench_arg(argc, argv, 6, 1000);
   if (min_size < 8) min_size = 8;   // room for the tag
 
-  lane_t* lanes = (lane_t*)bench_malloc((size_t)threads * sizeof(lane_t));
+  lane_t* lanes = (lane_t*)bench_malloc_lines((size_t)threads * sizeof(lane_t));
   for (long t = 0; t < threads; t++) {
     lane_t* lane = &lanes[t];
     bench_rng_init(&lane->rng, (uint64_t)t);
