@@ -335,9 +335,11 @@ bool _mi_free_delayed_block(mi_block_t* block) {
   mi_segment_t* const segment = _mi_ptr_segment(block);
   mi_page_t* const page = _mi_segment_page_of(segment, block);
   // the page leaves the full queue with this block: later remote frees go
-  // straight to its thread_free (set before collecting, so none is missed)
+  // straight to its thread_free. Its pending remote frees are not collected
+  // here: the page has room now, and appending them to non-empty lists would
+  // be a walk over blocks other threads last wrote (collected when the
+  // page's allocation list runs out instead).
   if (!_mi_page_try_use_delayed_free(page, MI_NO_DELAYED_FREE, false)) return false;
-  _mi_page_free_collect(page, false);
   mi_free_block_local(page, block);
   return true;
 }
