@@ -261,6 +261,7 @@ typedef struct mi_segment_s {
   size_t     mem_size;          // bytes mapped (>= segment_size for big-aligned segments)
   bool       mem_is_fixed;      // large OS pages: never purged
   bool       mem_is_committed;  // the whole segment is accessible
+  uint8_t    huge_fresh;        // huge: 0 reused memory, 1 fresh (a probe), 2 fresh and populated
 
   struct mi_segment_s* next;    // free-segment queue links (owner only)
   struct mi_segment_s* prev;

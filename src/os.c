@@ -240,6 +240,35 @@ static bool mi_os_protectx(void* addr, size_t size, bool protect) {
 bool _mi_os_protect(void* addr, size_t size)   { return mi_os_protectx(addr, size, true); }
 bool _mi_os_unprotect(void* addr, size_t size) { return mi_os_protectx(addr, size, false); }
 
+// Fault in the whole OS pages of a range for writing, in one call (best
+// effort: false if the OS cannot, and then not tried again). errno is kept:
+// this runs inside malloc and free.
+static _Atomic(size_t) mi_os_populate_unsupported;
+
+bool _mi_os_populate(void* addr, size_t size) {
+  if (mi_atomic_load_relaxed(&mi_os_populate_unsupported) != 0) return false;
+  size_t csize;
+  void* start = mi_os_page_align_area(addr, size, true, &csize);
+  if (csize == 0) return false;
+  const int saved = errno;
+  const int err = _mi_prim_populate(start, csize);
+  errno = saved;
+  if (err == ENOSYS) mi_atomic_store_relaxed(&mi_os_populate_unsupported, 1);
+  return (err == 0);
+}
+
+// Bytes of the whole OS pages of a range that are resident; SIZE_MAX if the
+// OS cannot tell. errno is kept.
+size_t _mi_os_resident(void* addr, size_t size) {
+  size_t csize, resident = 0;
+  void* start = mi_os_page_align_area(addr, size, true, &csize);
+  if (csize == 0) return 0;
+  const int saved = errno;
+  const int err = _mi_prim_resident(start, csize, &resident);
+  errno = saved;
+  return (err == 0 ? resident : SIZE_MAX);
+}
+
 // Bytes of [addr, addr+size) that a reset or decommit really covers (whole
 // OS pages inside the range): what the statistics count for it.
 size_t _mi_os_inward_size(void* addr, size_t size) {

@@ -649,8 +649,11 @@ static void mi_segment_os_free(mi_segment_t* segment, bool purge_now, mi_stats_t
                   purge_now || mi_option_get(mi_option_segment_reset) != 0);
 }
 
+static void mi_segment_huge_fresh_free(mi_segment_t* segment);
+
 static void mi_segment_free(mi_segment_t* segment, bool force, mi_segments_tld_t* tld) {
   mi_assert_internal(segment->used == 0);
+  if (segment->page_kind == MI_PAGE_HUGE) mi_segment_huge_fresh_free(segment);
   // the unused pages' pending resets are dropped: the region purges the whole
   // segment after its own delay (or now, when forced)
   mi_segment_purge_clear(segment, tld);
@@ -995,6 +998,47 @@ static mi_page_t* mi_segment_large_page_alloc(mi_heap_t* heap, size_t block_size
   return page;
 }
 
+// ---------------------------------------------------------------------------
+// Fresh huge blocks: populated at once where programs use them densely
+//
+// A huge block on fresh memory faults in page by page as the program touches
+// it: one trap per 4 KiB page, two when the program reads a page before it
+// writes it (the zero page first, then a private copy). When the program
+// touches its huge blocks densely, faulting the block in with one system call
+// (MADV_POPULATE_WRITE) is much cheaper; when it uses them sparsely (a calloc'd
+// table with a few live entries), populating would make resident memory the
+// program never touches. So the process watches: every fourth fresh huge
+// block, and every one while the last watched block was sparse, is left to
+// fault on touch and is a probe; when a probe is freed, its resident share
+// (mincore) says whether the program touched it densely (3/4 or more). While
+// the last probe was dense, the other fresh huge blocks are populated.
+// ---------------------------------------------------------------------------
+
+#define MI_HUGE_PROBE_EVERY 4
+
+static _Atomic(size_t) mi_huge_dense;   // 1: the last probe freed was dense
+static _Atomic(size_t) mi_huge_fresh;   // fresh huge blocks allocated so far
+
+static void mi_segment_huge_fresh_alloc(mi_segment_t* segment, mi_page_t* page, size_t size) {
+  segment->huge_fresh = 0;
+  if (!page->is_zero_init || segment->mem_is_fixed) return;   // reused memory, or large OS pages
+  segment->huge_fresh = 1;
+  const size_t n = mi_atomic_add_relaxed(&mi_huge_fresh, 1);
+  if (mi_atomic_load_relaxed(&mi_huge_dense) == 0 || (n % MI_HUGE_PROBE_EVERY) == 0) return;
+  size_t psize;
+  uint8_t* start = _mi_segment_page_start(segment, page, 0, &psize, NULL);
+  if (_mi_os_populate(start, (size < psize ? size : psize))) segment->huge_fresh = 2;
+}
+
+static void mi_segment_huge_fresh_free(mi_segment_t* segment) {
+  if (segment->huge_fresh != 1) return;
+  size_t psize;
+  uint8_t* start = _mi_segment_page_start(segment, &segment->pages[0], 0, &psize, NULL);
+  const size_t resident = _mi_os_resident(start, psize);
+  if (resident == SIZE_MAX) return;
+  mi_atomic_store_relaxed(&mi_huge_dense, (resident >= psize / 4 * 3 ? 1 : 0));
+}
+
 static mi_page_t* mi_segment_huge_page_alloc(size_t size, size_t page_alignment, size_t align_offset, mi_segments_tld_t* tld) {
   mi_segment_t* segment = mi_segment_alloc(size, MI_PAGE_HUGE, MI_SEGMENT_SHIFT, page_alignment, align_offset, tld);
   if (segment == NULL) return NULL;
@@ -1003,6 +1047,7 @@ static mi_page_t* mi_segment_huge_page_alloc(size_t size, size_t page_alignment,
     mi_segment_free(segment, false, tld);
     return NULL;
   }
+  mi_segment_huge_fresh_alloc(segment, page, size);
   return page;
 }
 

@@ -48,6 +48,14 @@ int _mi_prim_protect(void* addr, size_t size, bool protect);
 // Ask for transparent huge pages on a range (best effort, may do nothing).
 int _mi_prim_hint_huge(void* addr, size_t size);
 
+// Fault in a range of accessible memory for writing in one call, as if every
+// page had been written (fresh pages read as zero). ENOSYS where the OS has no
+// such call (the caller then leaves the pages to fault on first touch).
+int _mi_prim_populate(void* addr, size_t size);
+
+// Set *resident to the bytes of the range that are backed by physical pages.
+int _mi_prim_resident(void* addr, size_t size, size_t* resident);
+
 // A cheap, unique, non-zero id of the calling thread (see mimalloc-internal.h
 // for the inline fast version used on the hot path).
 uintptr_t _mi_prim_thread_id(void);

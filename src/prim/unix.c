@@ -116,6 +116,32 @@ int _mi_prim_hint_huge(void* addr, size_t size) {
   #endif
 }
 
+int _mi_prim_populate(void* addr, size_t size) {
+  #if !defined(MADV_POPULATE_WRITE) && defined(__linux__)
+  #define MADV_POPULATE_WRITE 23   // Linux 5.14; older kernels say EINVAL
+  #endif
+  #if defined(MADV_POPULATE_WRITE)
+  if (madvise(addr, size, MADV_POPULATE_WRITE) == 0) return 0;
+  return (errno == EINVAL ? ENOSYS : errno);
+  #else
+  (void)addr; (void)size; return ENOSYS;
+  #endif
+}
+
+int _mi_prim_resident(void* addr, size_t size, size_t* resident) {
+  // mincore fills one byte per page: ask for at most sizeof(vec) pages a call
+  unsigned char vec[1024];
+  const size_t psize = (size_t)sysconf(_SC_PAGESIZE);
+  size_t count = 0;
+  for (size_t ofs = 0; ofs < size; ofs += sizeof(vec) * psize) {
+    const size_t n = (size - ofs < sizeof(vec) * psize ? size - ofs : sizeof(vec) * psize);
+    if (mincore((uint8_t*)addr + ofs, n, vec) != 0) return errno;
+    for (size_t i = 0; i < (n + psize - 1) / psize; i++) count += (vec[i] & 1);
+  }
+  *resident = count * psize;
+  return 0;
+}
+
 // ---------------------------------------------------------------------------
 // Threads, time, randomness
 // ---------------------------------------------------------------------------

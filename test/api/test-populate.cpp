@@ -1,0 +1,105 @@
+// Fresh huge blocks are faulted in at once (one system call) while the program
+// uses its huge blocks densely, and left to fault on touch while it uses them
+// sparsely: every fourth fresh huge block is a probe, never populated, whose
+// resident share when freed decides for the blocks that follow.
+#include <gtest/gtest.h>
+
+#include <sys/mman.h>
+
+#include "api-util.h"
+
+namespace {
+
+using namespace mitest;
+
+constexpr size_t kBlock = 24 * MiB;   // a huge block (own segment)
+
+size_t page_size() { return (size_t)sysconf(_SC_PAGESIZE); }
+
+// Resident bytes of the whole pages inside [p, p + n).
+size_t resident(void* p, size_t n) {
+  const size_t ps = page_size();
+  const uintptr_t start = ((uintptr_t)p + ps - 1) & ~(uintptr_t)(ps - 1);
+  const uintptr_t end = ((uintptr_t)p + n) & ~(uintptr_t)(ps - 1);
+  std::vector<unsigned char> vec((end - start) / ps);
+  if (mincore((void*)start, end - start, vec.data()) != 0) return SIZE_MAX;
+  size_t count = 0;
+  for (unsigned char v : vec) count += (v & 1);
+  return count * ps;
+}
+
+bool mostly_resident(void* p) { return resident(p, kBlock) >= kBlock / 4 * 3; }
+
+bool kernel_can_populate() {
+  void* p = mmap(nullptr, page_size(), PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (p == MAP_FAILED) return false;
+  const bool ok = (madvise(p, page_size(), 23 /* MADV_POPULATE_WRITE */) == 0);
+  munmap(p, page_size());
+  return ok;
+}
+
+// Allocate `n` fresh huge blocks (everything freed before was purged by a
+// forced collect, so none reuses resident memory); count those resident at once.
+// `populated` (if given) receives the resident ones.
+int alloc_fresh(std::vector<void*>& blocks, int n, bool zeroed, std::vector<void*>* populated = nullptr) {
+  int count = 0;
+  for (int i = 0; i < n; i++) {
+    void* p = (zeroed ? mi_calloc(1, kBlock) : mi_malloc(kBlock));
+    if (p == nullptr) return -1;
+    if (mostly_resident(p)) {
+      count++;
+      if (populated != nullptr) populated->push_back(p);
+    }
+    blocks.push_back(p);
+  }
+  return count;
+}
+
+void free_all(std::vector<void*>& blocks) {
+  for (void* p : blocks) mi_free(p);
+  blocks.clear();
+  mi_collect(true);   // the freed blocks' memory is purged: the next ones are fresh
+}
+
+TEST(Populate, FollowsHowTheProgramUsesItsHugeBlocks) {
+  if (!kernel_can_populate()) GTEST_SKIP() << "the kernel has no MADV_POPULATE_WRITE (Linux < 5.14)";
+  std::vector<void*> blocks;
+  mi_collect(true);
+
+  // Four fresh blocks freed untouched: one of them is a probe, so from now
+  // on the program counts as sparse.
+  ASSERT_GE(alloc_fresh(blocks, 4, false), 0);
+  free_all(blocks);
+
+  // Sparse: a fresh block is a probe and not populated.
+  void* probe = mi_malloc(kBlock);
+  ASSERT_NE(probe, nullptr);
+  if (mostly_resident(probe)) {
+    mi_free(probe);
+    GTEST_SKIP() << "this build writes every block it hands out (debug fill)";
+  }
+  // The program uses it densely, and frees it.
+  memset(opaque(probe), 0x5a, kBlock);
+  mi_free(probe);
+  mi_collect(true);
+
+  // Dense: of four fresh blocks, the three that are not a probe are resident
+  // at once, and calloc's memory still reads as zero (the probe is not read:
+  // reading touches its pages).
+  std::vector<void*> populated;
+  EXPECT_EQ(alloc_fresh(blocks, 4, true, &populated), 3);
+  for (void* p : populated) {
+    const unsigned char* b = (const unsigned char*)opaque(p);
+    for (size_t ofs = 0; ofs < kBlock; ofs += 4093) ASSERT_EQ(b[ofs], 0) << "at offset " << ofs;
+    ASSERT_EQ(b[kBlock - 1], 0);
+  }
+  // Freed untouched (the probe among them unread too): sparse again, and
+  // nothing fresh is populated.
+  for (void* p : blocks) mi_free(p);
+  blocks.clear();
+  mi_collect(true);
+  EXPECT_EQ(alloc_fresh(blocks, 4, false), 0);
+  free_all(blocks);
+}
+
+}  // namespace
