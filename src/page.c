@@ -108,23 +108,58 @@ bool _mi_page_try_use_delayed_free(mi_page_t* page, mi_delayed_t delay, bool ove
 // Collecting the free lists
 // ---------------------------------------------------------------------------
 
-// Move the blocks other threads freed into local_free.
-static void mi_page_thread_free_collect(mi_page_t* page) {
+// Start a page whose blocks are all free over: no lists, nothing threaded
+// (the next allocation extends it again, in address order).
+static void mi_page_restart(mi_page_t* page) {
+  mi_assert_internal(mi_page_all_free(page));
+  mi_heap_t* const heap = mi_page_heap(page);   // NULL: abandoned
+  mi_stat_touched_update((heap != NULL ? &heap->tld->stats : NULL),
+                         -(int64_t)((size_t)page->capacity * mi_page_block_size(page)));
+  page->free = NULL;
+  page->local_free = NULL;
+  page->capacity = 0;
+  page->is_zero = false;
+  page->is_zero_init = false;
+}
+
+// Move the blocks other threads freed into local_free. Not forced, a list
+// that could only be appended by walking it (both of the owner's lists hold
+// blocks) stays where it is unless it frees the whole page: the page has
+// room anyway, and the walk would miss the cache on every block.
+static void mi_page_thread_free_collect(mi_page_t* page, bool force) {
   mi_block_t* head;
   mi_thread_free_t tfreex;
   mi_thread_free_t tfree = mi_atomic_load_relaxed(&page->xthread_free);
+  const size_t max_count = page->capacity;
+  const bool both_lists = (page->free != NULL && page->local_free != NULL);
+  if (!force && both_lists) {
+    const size_t pending = mi_tf_count(tfree);
+    if (pending > 0 && pending < page->used) return;
+  }
   do {
     head = mi_tf_block(tfree);
     tfreex = mi_tf_clear(tfree);
   } while (!mi_atomic_cas_weak_acq_rel(&page->xthread_free, &tfree, tfreex));
   if (head == NULL) return;
-  const size_t max_count = page->capacity;
   size_t count = mi_tf_count(tfree);
+
+  if (count > 0 && count <= max_count && both_lists && count == page->used) {
+    // every block is free again: start over instead of joining the lists
+    #if (MI_DEBUG >= 3)
+    if (mi_page_list_count(page, head) != count) {
+      _mi_error_message(EFAULT, "corrupted thread-free list\n");
+      return;
+    }
+    #endif
+    page->used = 0;
+    mi_page_restart(page);
+    return;
+  }
 
   #if (MI_DEBUG == 0)
   // the count came with the list: no walk when one of the owner's lists is
   // empty (the usual case: the allocation list ran out)
-  if (count > 0 && count <= max_count && (page->free == NULL || page->local_free == NULL)) {
+  if (count > 0 && count <= max_count && !both_lists) {
     if (page->free == NULL) { page->free = head; page->is_zero = false; }
     else page->local_free = head;
     page->used -= (uint32_t)count;
@@ -154,7 +189,7 @@ static void mi_page_thread_free_collect(mi_page_t* page) {
 void _mi_page_free_collect(mi_page_t* page, bool force) {
   mi_assert_internal(page != NULL);
   if (force || mi_page_has_thread_free(page)) {
-    mi_page_thread_free_collect(page);
+    mi_page_thread_free_collect(page, force);
   }
   if (page->local_free != NULL) {
     if (mi_likely(page->free == NULL)) {
@@ -292,11 +327,7 @@ void _mi_page_retire(mi_page_t* page) mi_attr_noexcept {
     // blocks came back in random order, and handing them out in that order
     // would scatter the next batch over the page (bench batch: 0.6 s with
     // this, 0.8-1.1 s without)
-    mi_stat_touched_update(&heap->tld->stats, -(int64_t)((size_t)page->capacity * mi_page_block_size(page)));
-    page->local_free = NULL;
-    page->capacity = 0;
-    page->is_zero = false;
-    page->is_zero_init = false;
+    mi_page_restart(page);
   }
   page->retire_expire = (page->xblock_size <= MI_SMALL_OBJ_SIZE_MAX ? MI_RETIRE_CYCLES_SMALL : MI_RETIRE_CYCLES_LARGE);
   const size_t index = (size_t)(pq - heap->pages);
