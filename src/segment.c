@@ -688,8 +688,15 @@ static bool mi_segment_page_claim(mi_segment_t* segment, mi_page_t* page, mi_seg
   return true;
 }
 
+// A free page of the segment: one whose purge is still pending first (its
+// memory is resident: no page faults), else the first free one.
 static mi_page_t* mi_segment_find_free(mi_segment_t* segment, mi_segments_tld_t* tld) {
   mi_assert_internal(mi_segment_has_free(segment));
+  if (segment->purge_mask != 0) {
+    mi_page_t* page = &segment->pages[mi_ctz(segment->purge_mask)];
+    mi_assert_internal(!page->segment_in_use);
+    return (mi_segment_page_claim(segment, page, tld) ? page : NULL);
+  }
   for (size_t i = 0; i < segment->capacity; i++) {
     mi_page_t* page = &segment->pages[i];
     if (!page->segment_in_use) {
