@@ -34,6 +34,8 @@ void* _mi_page_malloc(mi_heap_t* heap, mi_page_t* page, size_t size) mi_attr_noe
   page->used++;
   #if (MI_DEBUG > 0)
   memset(block, MI_DEBUG_UNINIT, mi_page_usable_block_size(page));   // recognisable fresh memory
+  #elif (MI_SECURE > 0)
+  block->next = 0;   // no encoded link reaches the program
   #endif
   #if (MI_PADDING > 0)
   // the trailer: canary and the distance from the user data's end; the
@@ -351,6 +353,36 @@ static mi_decl_noinline mi_decl_cold void mi_free_invalid(const void* p) {
   _mi_error_message(EINVAL, "mi_free: invalid pointer (not allocated by mimalloc): %p\n", p);
 }
 
+#if (MI_SECURE >= 4)
+// Secure builds: is `p` the start of a block handed out by a page in use
+// (or, in a page of aligned blocks, inside one)? Reports when it is not.
+static mi_decl_noinline bool mi_is_block_start_slow(const mi_segment_t* segment, const mi_page_t* page, const void* p) {
+  if (!page->segment_in_use || page->xblock_size == 0) {
+    _mi_error_message(EINVAL, "mi_free: invalid pointer (in an unused page): %p\n", p);
+    return false;
+  }
+  if (mi_page_has_aligned(page)) return true;   // aligned blocks: any address inside one is found
+  const uint8_t* const start = _mi_page_start(segment, page, NULL);
+  const size_t ofs = (size_t)((const uint8_t*)p - start);
+  const size_t bsize = mi_page_block_size(page);
+  if ((const uint8_t*)p < start || ofs % bsize != 0 || ofs / bsize >= page->capacity) {
+    _mi_error_message(EINVAL, "mi_free: invalid pointer (not the start of a block): %p\n", p);
+    return false;
+  }
+  return true;
+}
+
+static inline bool mi_is_block_start(const mi_segment_t* segment, const mi_page_t* page, const void* p) {
+  if (mi_likely(page->segment_in_use && page->xblock_size != 0 && !mi_page_has_aligned(page))) {
+    const size_t ofs = (size_t)((const uint8_t*)p - _mi_page_start(segment, page, NULL));   // huge below the start
+    const size_t bsize = mi_page_block_size(page);
+    const bool aligned = ((bsize & (bsize - 1)) == 0 ? (ofs & (bsize - 1)) == 0 : ofs % bsize == 0);
+    if (mi_likely(aligned && ofs < (size_t)page->capacity * bsize)) return true;
+  }
+  return mi_is_block_start_slow(segment, page, p);
+}
+#endif
+
 static mi_decl_noinline void mi_free_generic(mi_segment_t* segment, mi_page_t* page, void* p) mi_attr_noexcept {
   if (mi_unlikely(!_mi_segment_map_contains(segment))) {
     // the fast path read a foreign owner id here; nothing else has been touched
@@ -404,15 +436,17 @@ void mi_free(void* p) mi_attr_noexcept {
     mi_free_unit_aligned(p);
     return;
   }
-  #if (MI_DEBUG > 0)
-  // debug builds validate before reading anything at the segment address
+  #if (MI_DEBUG > 0) || (MI_SECURE >= 4)
+  // debug and secure builds validate before reading anything at the segment address
   if (mi_unlikely(!_mi_segment_map_contains(segment))) {
     mi_free_invalid(p);
     return;
   }
   #endif
   mi_page_t* const page = _mi_segment_page_of(segment, p);
-  #if (MI_DEBUG > 0)
+  #if (MI_SECURE >= 4)
+  if (mi_unlikely(!mi_is_block_start(segment, page, p))) return;
+  #elif (MI_DEBUG > 0)
   if (mi_unlikely(((uintptr_t)p & (MI_INTPTR_SIZE - 1)) != 0 && !mi_page_has_aligned(page))) {
     _mi_error_message(EINVAL, "mi_free: invalid (unaligned) pointer: %p\n", p);
     return;

@@ -52,6 +52,12 @@ const mi_page_t _mi_page_empty = { 0 };
     QNULL(MI_LARGE_OBJ_WSIZE_MAX + 1  /* 73: huge */), \
     QNULL(MI_LARGE_OBJ_WSIZE_MAX + 2  /* 74: full */) }
 
+#if (MI_SECURE > 0)
+#define MI_RANDOM_EMPTY  { { 0 }, { 0 }, 0 }
+#else
+#define MI_RANDOM_EMPTY  { { 0, 0, 0, 0 } }
+#endif
+
 const mi_heap_t _mi_heap_empty = {
   NULL,                       // tld
   MI_SMALL_PAGES_EMPTY,       // pages_free_direct
@@ -60,7 +66,7 @@ const mi_heap_t _mi_heap_empty = {
   0,                          // thread_id
   0,                          // cookie
   { 0, 0 },                   // keys
-  { { 0, 0, 0, 0 } },         // random
+  MI_RANDOM_EMPTY,            // random
   0,                          // page_count
   MI_BIN_FULL, 0, 0,          // page_retired_min/max/size
   NULL,                       // next
@@ -84,7 +90,7 @@ mi_heap_t _mi_heap_main = {
   0,                          // thread_id: set at init
   0,                          // cookie: set at init
   { 0, 0 },
-  { { 0, 0, 0, 0 } },
+  MI_RANDOM_EMPTY,
   0,
   MI_BIN_FULL, 0, 0,
   NULL,
@@ -189,12 +195,12 @@ static bool mi_heap_init(void) {
   memcpy((void*)heap, &_mi_heap_empty, sizeof(*heap));
   heap->thread_id = _mi_thread_id();
   // seed from the process seed: no getrandom per thread
-  mi_random_ctx_t seed_ctx;
-  seed_ctx.s[0] = mi_atomic_add_acq_rel(&thread_seed, 0x9E3779B97F4A7C15ULL);
-  seed_ctx.s[1] = (uint64_t)heap->thread_id;
-  seed_ctx.s[2] = (uint64_t)(uintptr_t)td ^ _mi_heap_main.keys[0];
-  seed_ctx.s[3] = _mi_heap_main.keys[1] | 1;
-  _mi_random_split(&seed_ctx, &heap->random);
+  uint64_t seed[4];
+  seed[0] = mi_atomic_add_acq_rel(&thread_seed, 0x9E3779B97F4A7C15ULL);
+  seed[1] = (uint64_t)heap->thread_id;
+  seed[2] = (uint64_t)(uintptr_t)td ^ _mi_heap_main.keys[0];
+  seed[3] = _mi_heap_main.keys[1] | 1;
+  _mi_random_init_seed(&heap->random, seed);
   heap->cookie = _mi_heap_random_next(heap) | 1;
   heap->keys[0] = _mi_heap_random_next(heap);
   heap->keys[1] = _mi_heap_random_next(heap);

@@ -86,6 +86,8 @@ int64_t    _mi_clock_start(void);
 
 // random.c
 void       _mi_random_init(mi_random_ctx_t* ctx);
+void       _mi_random_init_seed(mi_random_ctx_t* ctx, const uint64_t seed[4]);
+void       _mi_chacha20_block(const uint32_t input[16], uint32_t output[16]);
 void       _mi_random_split(mi_random_ctx_t* ctx, mi_random_ctx_t* new_ctx);
 uintptr_t  _mi_random_next(mi_random_ctx_t* ctx);
 uintptr_t  _mi_heap_random_next(mi_heap_t* heap);

@@ -262,6 +262,7 @@ typedef struct mi_segment_s {
   bool       mem_is_fixed;      // large OS pages: never purged
   bool       mem_is_committed;  // the whole segment is accessible
   uint8_t    huge_fresh;        // huge: 0 reused memory, 1 fresh (a probe), 2 fresh and populated
+  bool       guarded;           // secure builds: the guard pages are installed
 
   struct mi_segment_s* next;    // free-segment queue links (owner only)
   struct mi_segment_s* prev;
@@ -296,10 +297,19 @@ typedef struct mi_page_queue_s {
   size_t     block_size;
 } mi_page_queue_t;
 
-// Random generator state (see random.c).
+// Random generator state (see random.c): xoshiro256** in release builds,
+// ChaCha20 (a cipher's key stream) in secure builds.
+#if (MI_SECURE > 0)
+typedef struct mi_random_ctx_s {
+  uint32_t input[16];      // constants, 256-bit key, 64-bit block counter, 64-bit nonce
+  uint32_t output[16];     // the current key-stream block
+  int      output_available;
+} mi_random_ctx_t;
+#else
 typedef struct mi_random_ctx_s {
   uint64_t s[4];
 } mi_random_ctx_t;
+#endif
 
 typedef struct mi_tld_s mi_tld_t;
 

@@ -438,7 +438,49 @@ static void mi_page_free_list_extend(mi_page_t* page, size_t bsize, size_t exten
   page->free = start;
 }
 
-// Add up to one OS page worth of blocks (at least one) to the free list.
+#if (MI_SECURE > 0)
+// Secure builds thread new blocks in random order: the blocks are cut into
+// up to 64 slices of consecutive blocks, and the list jumps from slice to
+// slice at random (8 fresh random bits per block), taking each slice's next
+// block; an exhausted slice passes the turn to the next one with blocks left.
+#define MI_SHUFFLE_SLICES_SHIFT 6
+static void mi_page_free_list_extend_random(mi_page_t* page, size_t bsize, size_t extend) {
+  uint8_t* const area = _mi_page_start(_mi_page_segment(page), page, NULL) + (page->capacity * bsize);
+  size_t shift = MI_SHUFFLE_SLICES_SHIFT;
+  while ((extend >> shift) == 0) shift--;
+  const size_t slices = (size_t)1 << shift;
+  const size_t per_slice = extend / slices;
+  uint8_t* next_of[(size_t)1 << MI_SHUFFLE_SLICES_SHIFT];
+  size_t left[(size_t)1 << MI_SHUFFLE_SLICES_SHIFT];
+  for (size_t i = 0; i < slices; i++) {
+    next_of[i] = area + (i * per_slice * bsize);
+    left[i] = per_slice;
+  }
+  left[slices - 1] += extend - (slices * per_slice);   // the last slice takes the remainder
+  uintptr_t rnd = _mi_heap_random_next(mi_page_heap(page));
+  size_t current = rnd & (slices - 1);
+  mi_block_t* const head = (mi_block_t*)next_of[current];
+  mi_block_t* prev = head;
+  next_of[current] += bsize;
+  left[current]--;
+  for (size_t i = 1; i < extend; i++) {
+    const size_t round = i % 8;
+    if (round == 0) rnd = _mi_random_shuffle(rnd);
+    size_t slice = (rnd >> (8 * round)) & (slices - 1);
+    while (left[slice] == 0) slice = (slice + 1) & (slices - 1);
+    mi_block_t* const block = (mi_block_t*)next_of[slice];
+    next_of[slice] += bsize;
+    left[slice]--;
+    mi_block_set_next(page, prev, block);
+    prev = block;
+  }
+  mi_block_set_next(page, prev, page->free);
+  page->free = head;
+}
+#endif
+
+// Add up to one OS page worth of blocks (at least one; secure builds: at
+// least 8 x level, to have something to shuffle) to the free list.
 static void mi_page_extend_free(mi_page_t* page) {
   mi_assert_expensive(mi_page_is_valid_init(page));
   if (page->free != NULL) return;
@@ -449,8 +491,15 @@ static void mi_page_extend_free(mi_page_t* page) {
   size_t extend = page->reserved - page->capacity;
   size_t max_extend = (bsize >= MI_MAX_EXTEND_SIZE ? MI_MIN_EXTEND : MI_MAX_EXTEND_SIZE / (uint32_t)bsize);
   if (max_extend < MI_MIN_EXTEND) max_extend = MI_MIN_EXTEND;
+  #if (MI_SECURE > 0)
+  if (max_extend < 8 * MI_SECURE) max_extend = 8 * MI_SECURE;
+  #endif
   if (extend > max_extend) extend = max_extend;
   mi_assert_internal(extend > 0 && extend + page->capacity <= page->reserved);
+  #if (MI_SECURE > 0)
+  if (extend >= 2) mi_page_free_list_extend_random(page, bsize, extend);
+  else
+  #endif
   mi_page_free_list_extend(page, bsize, extend);
   page->capacity += (uint16_t)extend;
   mi_stat_touched_update(&mi_page_heap(page)->tld->stats, extend * bsize);
@@ -551,6 +600,13 @@ static mi_page_t* mi_find_free_page(mi_heap_t* heap, size_t size) {
   mi_page_queue_t* pq = _mi_page_queue(heap, size);
   mi_page_t* page = pq->first;
   if (page != NULL) {
+    #if (MI_SECURE >= 3)
+    // a coin decides whether fresh blocks come before freed ones: the next
+    // block cannot be predicted to be a recycled one
+    if (page->capacity < page->reserved && (_mi_heap_random_next(heap) & 1) != 0) {
+      mi_page_extend_free(page);
+    }
+    #endif
     _mi_page_free_collect(page, false);
     if (mi_page_immediate_available(page)) {
       mi_page_unretire(heap, page);

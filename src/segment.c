@@ -143,6 +143,22 @@ static size_t mi_segment_page_size(const mi_segment_t* segment) {
   return segment->segment_size;
 }
 
+// ---------------------------------------------------------------------------
+// Guard pages (secure builds, docs/secure.md): one OS page of no access after
+// the header (counted in the header size), and one at the end of the last
+// page (level 1) or of every page (level 2). A page's block area excludes its
+// guard, so commit, purge and decommit of a page never touch it.
+// ---------------------------------------------------------------------------
+
+static size_t mi_segment_guard_size(void) {
+  return (MI_SECURE > 0 ? _mi_os_page_size() : 0);
+}
+
+// Does the page end in a guard?
+static bool mi_segment_page_guarded(const mi_segment_t* segment, const mi_page_t* page) {
+  return (MI_SECURE >= 2 || (MI_SECURE == 1 && (size_t)page->segment_idx + 1 == segment->capacity));
+}
+
 // The block area of a page. Page 0 starts after the header; in small and
 // medium segments its start is moved up to a multiple of the block size so
 // that blocks of power-of-two sizes are naturally aligned (aligned malloc).
@@ -167,18 +183,41 @@ uint8_t* _mi_segment_page_start(const mi_segment_t* segment, const mi_page_t* pa
       }
     }
   }
+  if (MI_SECURE > 0 && mi_segment_page_guarded(segment, page)) psize -= mi_segment_guard_size();
   if (page_size != NULL) *page_size = psize;
   mi_assert_internal(_mi_ptr_segment(p) == segment || segment->aligned_block != NULL);
   return p;
 }
 
-// Bytes of header + page descriptors, and the total segment size.
+// Install (on) or remove the guards of a segment; idempotent.
+static void mi_segment_guards(mi_segment_t* segment, bool on) {
+  #if (MI_SECURE > 0)
+  if (segment->guarded == on || segment->mem_is_fixed) return;
+  const size_t guard = mi_segment_guard_size();
+  uint8_t* const header_guard = (uint8_t*)segment + segment->segment_info_size - guard;
+  if (on) _mi_os_protect(header_guard, guard); else _mi_os_unprotect(header_guard, guard);
+  for (size_t i = 0; i < segment->capacity; i++) {
+    mi_page_t* page = &segment->pages[i];
+    if (!mi_segment_page_guarded(segment, page)) continue;
+    size_t psize;
+    uint8_t* start = _mi_segment_page_start(segment, page, 0, &psize, NULL);
+    if (on) _mi_os_protect(start + psize, guard); else _mi_os_unprotect(start + psize, guard);
+  }
+  segment->guarded = on;
+  #else
+  (void)segment; (void)on;
+  #endif
+}
+
+// Bytes of header + page descriptors (+ guard), and the total segment size.
 static size_t mi_segment_size(size_t capacity, size_t required, size_t* info_size) {
   const size_t minsize = sizeof(mi_segment_t) + ((capacity - 1) * sizeof(mi_page_t)) + 16;
-  const size_t isize = _mi_align_up(minsize, 16 * MI_MAX_ALIGN_SIZE);
+  const size_t guard = mi_segment_guard_size();
+  const size_t isize = (guard > 0 ? _mi_align_up(minsize, guard) + guard : _mi_align_up(minsize, 16 * MI_MAX_ALIGN_SIZE));
   if (info_size != NULL) *info_size = isize;
   if (required == 0) return MI_SEGMENT_SIZE;
-  return _mi_align_up(required + isize, MI_HUGE_SEGMENT_ROUND);
+  // huge: secure builds put the end guard right after the block (OS pages)
+  return (guard > 0 ? _mi_align_up(required + isize + guard, guard) : _mi_align_up(required + isize, MI_HUGE_SEGMENT_ROUND));
 }
 
 // ---------------------------------------------------------------------------
@@ -228,14 +267,16 @@ static uint64_t mi_segment_page_bit(const mi_page_t* page) {
 // Purge the unused pages of `mask` now: one system call per run of adjacent pages.
 static void mi_segment_purge_pages(mi_segment_t* segment, uint64_t mask) {
   mi_assert_internal(segment->page_kind <= MI_PAGE_MEDIUM && segment->aligned_block == NULL);
-  const size_t psize = mi_segment_page_size(segment);
   const bool decommit = mi_option_is_enabled(mi_option_reset_decommits);
   while (mask != 0) {
     size_t first;
-    const size_t n = mi_bit_run(mask, &first);
+    size_t n = mi_bit_run(mask, &first);
+    if (MI_SECURE >= 2) n = 1;   // every page ends in a guard: purge page by page, guards untouched
     const uint64_t run = mi_bit_mask(n, first);
     uint8_t* start = _mi_segment_page_start(segment, &segment->pages[first], 0, NULL, NULL);
-    uint8_t* end = (uint8_t*)segment + (first + n) * psize;
+    size_t last_size;
+    uint8_t* last = _mi_segment_page_start(segment, &segment->pages[first + n - 1], 0, &last_size, NULL);
+    uint8_t* end = last + last_size;   // (the end of the run's last block area: not its guard)
     bool ok;
     if (decommit) {
       ok = _mi_os_decommit(start, (size_t)(end - start));
@@ -542,14 +583,15 @@ static mi_segment_t* mi_segment_alloc(size_t required, mi_page_kind_t page_kind,
       _mi_error_message(EINVAL, "unsupported alignment offset %zu for alignment %zu\n", align_offset, page_alignment);
       return NULL;
     }
-    segment_size = _mi_align_up(block_ofs + required, MI_HUGE_SEGMENT_ROUND);
+    const size_t guard = mi_segment_guard_size();   // secure builds: the end guard right after the block
+    segment_size = (guard > 0 ? _mi_align_up(block_ofs + required + guard, guard) : _mi_align_up(block_ofs + required, MI_HUGE_SEGMENT_ROUND));
   }
 
   // commit policy: a thread's first small/medium segments may commit page by page
   const bool eager_delayed = (page_kind <= MI_PAGE_MEDIUM && tld->count < (size_t)mi_option_get(mi_option_eager_commit_delay));
   const bool eager = !eager_delayed && (mi_option_get(mi_option_eager_commit) != 0);
   const bool commit = eager || (page_kind >= MI_PAGE_LARGE);
-  const bool allow_large = !eager_delayed && (mi_option_get(mi_option_large_os_pages) != 0);
+  const bool allow_large = (MI_SECURE == 0) && !eager_delayed && (mi_option_get(mi_option_large_os_pages) != 0);   // guards need mprotect
 
   mi_memid_t memid = { 0, 0 };
   bool is_committed = false, is_large = false, is_zero = false;
@@ -584,8 +626,9 @@ static mi_segment_t* mi_segment_alloc(size_t required, mi_page_kind_t page_kind,
     }
   }
 
-  // header: everything zero except what we set below
-  if (!is_zero) memset((void*)segment, 0, info_size);
+  // header: everything zero except what we set below (the guard page is not
+  // part of it)
+  if (!is_zero) memset((void*)segment, 0, info_size - mi_segment_guard_size());
   segment->memid = memid;
   segment->mem_size = mem_size;
   segment->mem_is_fixed = is_large;
@@ -608,12 +651,14 @@ static mi_segment_t* mi_segment_alloc(size_t required, mi_page_kind_t page_kind,
   _mi_segment_map_allocated_at(segment);
   mi_segments_track_size((long)segment_size, tld);
   mi_stat_increase(&_mi_segments_tld_stats(tld), segments, 1);
+  mi_segment_guards(segment, true);
   if (page_kind <= MI_PAGE_MEDIUM) mi_segment_insert_in_free_queue(segment, tld);
   return segment;
 }
 
 // Give a segment's memory back. The segment is no longer counted by any thread.
 static void mi_segment_os_free(mi_segment_t* segment, bool purge_now, mi_stats_t* stats) {
+  mi_segment_guards(segment, false);   // plain memory again for the region's next user
   _mi_segment_map_freed_at(segment);
   mi_stat_decrease(stats, segments, 1);
   if (segment->page_kind == MI_PAGE_HUGE) {
@@ -659,6 +704,7 @@ static void mi_segment_free(mi_segment_t* segment, bool force, mi_segments_tld_t
   mi_segment_purge_clear(segment, tld);
   mi_segment_remove_from_free_queue(segment, tld);
   mi_segments_track_size(-((long)segment->segment_size), tld);
+  mi_segment_guards(segment, false);   // a cached segment may next serve another page kind
   if (!force && mi_segment_cache_push(segment, tld)) return;
   mi_segment_os_free(segment, force, &_mi_segments_tld_stats(tld));
   _mi_region_try_purge();

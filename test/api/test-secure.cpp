@@ -1,0 +1,185 @@
+// Secure builds (docs/secure.md): each misuse the build detects stops the
+// process with a one-line message naming it (death tests: the misuse runs in
+// a child process), or, with MIMALLOC_SECURE_CONTINUE=1, is reported and the
+// process goes on. Guard pages stop linear overflows out of a page at once.
+// In other builds these tests are skipped (MI_TEST_SECURE is the build's
+// secure level, set by test/CMakeLists.txt).
+#include <gtest/gtest.h>
+
+#include <csignal>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <sstream>
+#include <string>
+
+#include "api-util.h"
+
+#ifndef MI_TEST_SECURE
+#define MI_TEST_SECURE 0
+#endif
+
+namespace {
+
+using namespace mitest;
+
+#define REQUIRE_SECURE(level) \
+  if (MI_TEST_SECURE < (level)) GTEST_SKIP() << "needs a secure build of level " << (level)
+
+int global_word;
+
+// Die the way a secure build stops on a detected misuse.
+#define EXPECT_STOPS(statement, message) \
+  EXPECT_EXIT({ statement; std::_Exit(0); }, testing::KilledBySignal(SIGABRT), message)
+
+TEST(Secure, DoubleFreeRightAway) {
+  REQUIRE_SECURE(4);
+  EXPECT_STOPS({ void* p = mi_malloc(dyn(40)); mi_free(p); mi_free(p); }, "double free detected of block");
+}
+
+TEST(Secure, DoubleFreeAfterOtherFrees) {
+  REQUIRE_SECURE(4);
+  EXPECT_STOPS({
+    void* a = mi_malloc(dyn(40)); void* b = mi_malloc(dyn(40)); void* c = mi_malloc(dyn(40));
+    mi_free(a); mi_free(b); mi_free(c); mi_free(a);
+  }, "double free detected");
+}
+
+TEST(Secure, DoubleFreeInterleavedWithAllocations) {
+  REQUIRE_SECURE(4);
+  EXPECT_STOPS({
+    void* a = mi_malloc(dyn(200));
+    mi_free(a);
+    for (int i = 0; i < 100; i++) mi_free(mi_malloc(dyn(16 + (size_t)i * 8)));
+    mi_free(a);
+  }, "double free detected");
+}
+
+TEST(Secure, FreeOfAStackAddress) {
+  REQUIRE_SECURE(4);
+  EXPECT_STOPS({ int local = 0; mi_free(opaque(&local)); }, "invalid pointer");
+}
+
+TEST(Secure, FreeOfAGlobal) {
+  REQUIRE_SECURE(4);
+  EXPECT_STOPS(mi_free(opaque(&global_word)), "invalid pointer");
+}
+
+TEST(Secure, FreeOfAFarAwayAddress) {
+  REQUIRE_SECURE(4);
+  EXPECT_STOPS(mi_free(opaque((void*)(uintptr_t)0x123456789000)), "invalid pointer");
+}
+
+TEST(Secure, FreeInsideABlock) {
+  REQUIRE_SECURE(4);
+  EXPECT_STOPS({ char* p = (char*)mi_malloc(dyn(100)); mi_free(p + 16); }, "not the start of a block");
+  EXPECT_STOPS({ char* p = (char*)mi_malloc(dyn(300000)); mi_free(p + 65536); }, "not the start of a block");
+  EXPECT_STOPS({ char* p = (char*)mi_malloc(dyn(100)); mi_free(p + 3); }, "not the start of a block");
+}
+
+TEST(Secure, OverwrittenFreeListLinkIsCaught) {
+  REQUIRE_SECURE(3);
+  // a write after free over the link word of a free block: caught when the
+  // list reaches it, at the latest when the block would be handed out
+  EXPECT_STOPS({
+    void* blocks[64];
+    for (auto& b : blocks) b = mi_malloc(dyn(48));
+    for (auto& b : blocks) mi_free(b);
+    for (auto& b : blocks) memset(opaque(b), 0x41, sizeof(void*));
+    for (int i = 0; i < 64; i++) opaque(mi_malloc(dyn(48)));
+  }, "corrupted free list entry");
+}
+
+TEST(Secure, ReportAndContinueWhenAsked) {
+  REQUIRE_SECURE(4);
+  EXPECT_EXIT({
+    setenv("MIMALLOC_SECURE_CONTINUE", "1", 1);
+    mi_option_set(mi_option_show_errors, 0);   // the misuse is said whatever show_errors says
+    void* p = mi_malloc(dyn(40));
+    mi_free(p);
+    mi_free(p);
+    void* q = mi_malloc(dyn(40));
+    mi_free(q);
+    std::_Exit(7);
+  }, testing::ExitedWithCode(7), "double free detected");
+}
+
+// A huge block starts its segment's only page, right after the header's
+// guard, and its usable area ends at the segment's end guard.
+TEST(Secure, OverflowAndUnderflowIntoAGuardPageFault) {
+  REQUIRE_SECURE(1);
+  EXPECT_EXIT({
+    char* p = (char*)mi_malloc(dyn(9 * MiB));
+    ((volatile char*)p)[mi_usable_size(p)] = 1;
+    std::_Exit(0);
+  }, testing::KilledBySignal(SIGSEGV), "");
+  EXPECT_EXIT({
+    char* p = (char*)opaque(mi_malloc(dyn(9 * MiB)));
+    *(volatile char*)opaque(p - 1) = 1;
+    std::_Exit(0);
+  }, testing::KilledBySignal(SIGSEGV), "");
+}
+
+TEST(Secure, EveryPageEndsInAGuard) {
+  REQUIRE_SECURE(2);
+  // run off the end of a small page: 64 KiB of 1 KiB blocks, written in
+  // address order from the lowest block of a fresh heap's page
+  EXPECT_EXIT({
+    mi_heap_t* heap = mi_heap_new();
+    char* lowest = (char*)mi_heap_malloc(heap, dyn(1000));
+    for (int i = 0; i < 200; i++) {
+      char* p = (char*)mi_heap_malloc(heap, dyn(1000));
+      if (p < lowest) lowest = p;
+    }
+    for (size_t i = 0; i < 128 * KiB; i++) ((volatile char*)lowest)[i] = 1;
+    std::_Exit(0);
+  }, testing::KilledBySignal(SIGSEGV), "");
+}
+
+TEST(Secure, FreshBlocksComeInRandomOrder) {
+  REQUIRE_SECURE(1);
+  mi_heap_t* heap = mi_heap_new();
+  std::vector<uintptr_t> addrs;
+  for (int i = 0; i < 64; i++) addrs.push_back((uintptr_t)mi_heap_malloc(heap, dyn(32)));
+  int ascending = 0;
+  for (size_t i = 1; i < addrs.size(); i++) ascending += (addrs[i] > addrs[i - 1]);
+  EXPECT_LT(ascending, 56) << "64 fresh blocks nearly in address order";
+  mi_heap_destroy(heap);
+}
+
+TEST(Secure, AFreshBlockHoldsNoLink) {
+  REQUIRE_SECURE(1);
+  void* a = mi_malloc(dyn(24));
+  void* b = mi_malloc(dyn(24));
+  mi_free(a);
+  mi_free(b);
+  for (int i = 0; i < 2; i++) {
+    uintptr_t* p = (uintptr_t*)opaque(mi_malloc(dyn(24)));
+    EXPECT_EQ(p[0], 0u);
+  }
+}
+
+// Heap memory is never executable (any build).
+TEST(Secure, HeapMemoryIsNotExecutable) {
+  void* small = mi_malloc(dyn(64));
+  void* huge = mi_malloc(dyn(8 * MiB));
+  for (void* p : { small, huge }) {
+    std::ifstream maps("/proc/self/maps");
+    std::string line;
+    bool found = false;
+    while (std::getline(maps, line)) {
+      uintptr_t lo = 0, hi = 0;
+      char perms[8] = { 0 };
+      if (sscanf(line.c_str(), "%lx-%lx %7s", &lo, &hi, perms) != 3) continue;
+      if ((uintptr_t)p >= lo && (uintptr_t)p < hi) {
+        found = true;
+        EXPECT_EQ(perms[2], '-') << line;
+      }
+    }
+    EXPECT_TRUE(found);
+  }
+  mi_free(small);
+  mi_free(huge);
+}
+
+}  // namespace
