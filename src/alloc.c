@@ -43,8 +43,7 @@ void* _mi_page_malloc(mi_heap_t* heap, mi_page_t* page, size_t size) mi_attr_noe
   mi_padding_t* const padding = (mi_padding_t*)((uint8_t*)block + mi_page_usable_block_size(page));
   const size_t delta = (size_t)((uint8_t*)padding - (uint8_t*)block) - (size - MI_PADDING_SIZE);
   mi_assert_internal(delta <= mi_page_usable_block_size(page));
-  padding->canary = (uint32_t)mi_ptr_encode(page, block, page->keys);
-  padding->delta = (uint32_t)delta;
+  mi_padding_set(page, block, padding, delta);
   uint8_t* fill = (uint8_t*)padding - delta;
   memset(fill, MI_DEBUG_PADDING, (delta > MI_MAX_ALIGN_SIZE ? MI_MAX_ALIGN_SIZE : delta));
   #endif
@@ -178,8 +177,7 @@ void _mi_block_next_corrupt(const mi_page_t* page, const mi_block_t* block, cons
 static bool mi_page_decode_padding(const mi_page_t* page, const mi_block_t* block, size_t* delta, size_t* bsize) {
   *bsize = mi_page_usable_block_size(page);
   const mi_padding_t* const padding = (mi_padding_t*)((uint8_t*)block + *bsize);
-  *delta = padding->delta;
-  return ((uint32_t)mi_ptr_encode(page, block, page->keys) == padding->canary && *delta <= *bsize);
+  return mi_padding_get(page, block, padding, *bsize, delta);
 }
 
 // The exact size the user asked for.
@@ -212,6 +210,22 @@ static void mi_check_padding(const mi_page_t* page, const mi_block_t* block) {
     _mi_error_message(EFAULT, "buffer overflow in heap block %p of size %zu: write after %zu bytes\n",
                       (void*)block, size, wrong);
   }
+  #if (MI_SECURE >= 4)
+  // the trailer of the block below is this block's front canary (secure
+  // builds give every block of a page a trailer when the page is extended)
+  const size_t bsize = mi_page_block_size(page);
+  const uint8_t* const start = _mi_page_start(_mi_page_segment(page), page, NULL);
+  if ((const uint8_t*)block >= start + bsize && page->xblock_size < MI_HUGE_BLOCK_SIZE &&
+      bsize >= MI_PADDING_SIZE + sizeof(mi_block_t)) {
+    const mi_block_t* const below = (const mi_block_t*)((const uint8_t*)block - bsize);
+    const mi_padding_t* const trailer = (const mi_padding_t*)((const uint8_t*)block - MI_PADDING_SIZE);
+    size_t below_delta;
+    if (!mi_padding_get(page, below, trailer, mi_page_usable_block_size(page), &below_delta)) {
+      _mi_error_message(EFAULT, "buffer underflow in heap block %p of size %zu: the canary below it is damaged (a write before its start, or past the end of the block below)\n",
+                        (void*)block, size);
+    }
+  }
+  #endif
 }
 #else
 #define mi_check_padding(page, block)  ((void)0)

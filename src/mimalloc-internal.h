@@ -606,6 +606,26 @@ static inline void mi_block_set_next(const mi_page_t* page, mi_block_t* block, c
   #endif
 }
 
+#if (MI_PADDING > 0)
+// A block's trailer: the low half of the block's encoded address is the
+// canary, and the distance to the end of the user data is stored masked with
+// the high half, so that damage to either word shows (a one-byte underflow of
+// the block above hits the distance word).
+static inline void mi_padding_set(const mi_page_t* page, const mi_block_t* block, mi_padding_t* padding, size_t delta) {
+  const uint64_t key = (uint64_t)mi_ptr_encode(page, block, page->keys);
+  padding->canary = (uint32_t)key;
+  padding->delta = (uint32_t)delta ^ (uint32_t)(key >> 32);
+}
+
+// False if the trailer is damaged; else *delta is the distance.
+static inline bool mi_padding_get(const mi_page_t* page, const mi_block_t* block, const mi_padding_t* padding,
+                                  size_t usable, size_t* delta) {
+  const uint64_t key = (uint64_t)mi_ptr_encode(page, block, page->keys);
+  *delta = (size_t)(padding->delta ^ (uint32_t)(key >> 32));
+  return (padding->canary == (uint32_t)key && *delta <= usable);
+}
+#endif
+
 // The usable part of a page's blocks (the padding trailer excluded).
 static inline size_t mi_page_usable_block_size(const mi_page_t* page) {
   return mi_page_block_size(page) - MI_PADDING_SIZE;

@@ -31,12 +31,21 @@
   #endif
 #endif
 
+// MI_SECURE: 0 = off; 1-4 = the secure build's level (docs/secure.md):
+// guard pages (1, 2), encoded free lists (3), double-free, pointer and
+// canary checks (4). CMake MI_SECURE=ON means 4.
+#if !defined(MI_SECURE)
+  #define MI_SECURE 0
+#endif
+
 // MI_PADDING: every block gets an 8-byte trailer (canary + distance to the
 // user data's end) checked on free: byte-precise overflow detection; also
-// makes mi_usable_size exact. On by default in debug builds (CMake MI_PADDING).
-// Cost: 8 bytes per block and a check per free.
+// makes mi_usable_size exact. On by default in debug builds and in secure
+// builds of level 4 (CMake MI_PADDING); secure builds also check the canary
+// below a freed block (a write before its start). Cost: 8 bytes per block and
+// a check per free.
 #if !defined(MI_PADDING)
-  #if (MI_DEBUG >= 1)
+  #if (MI_DEBUG >= 1) || (MI_SECURE >= 4)
     #define MI_PADDING 1
   #else
     #define MI_PADDING 0
@@ -66,11 +75,6 @@
   #endif
 #endif
 
-// MI_SECURE: 0 = off. Secure mode (guard pages, encoded free lists, ...)
-// arrives with its own issue; the level is defined here so code can test it.
-#if !defined(MI_SECURE)
-  #define MI_SECURE 0
-#endif
 
 // MI_INTPTR_SIZE: the word size; every block size is a multiple of it.
 #if INTPTR_MAX == INT64_MAX

@@ -501,6 +501,18 @@ static void mi_page_extend_free(mi_page_t* page) {
   else
   #endif
   mi_page_free_list_extend(page, bsize, extend);
+  #if (MI_SECURE >= 4) && (MI_PADDING > 0)
+  // every block gets a trailer now, so that the canary below any block of
+  // the page can be checked when that block is freed
+  // (not in blocks too small for both a link and a trailer: there a free
+  // block's link is its trailer)
+  uint8_t* const area = _mi_page_start(_mi_page_segment(page), page, NULL);
+  for (size_t i = page->capacity; bsize >= MI_PADDING_SIZE + sizeof(mi_block_t) && i < (size_t)page->capacity + extend; i++) {
+    mi_block_t* const block = (mi_block_t*)(area + i * bsize);
+    mi_padding_t* const padding = (mi_padding_t*)((uint8_t*)block + bsize - MI_PADDING_SIZE);
+    mi_padding_set(page, block, padding, 0);
+  }
+  #endif
   page->capacity += (uint16_t)extend;
   mi_stat_touched_update(&mi_page_heap(page)->tld->stats, extend * bsize);
   mi_heap_stat_counter_increase(mi_page_heap(page), pages_extended, 1);

@@ -77,6 +77,35 @@ TEST(Secure, FreeInsideABlock) {
   EXPECT_STOPS({ char* p = (char*)mi_malloc(dyn(100)); mi_free(p + 3); }, "not the start of a block");
 }
 
+// Of `n` fresh blocks of `size`, the one at the highest address: it has a
+// block below it in its page.
+char* highest_block(size_t size, int n = 16) {
+  char* high = nullptr;
+  for (int i = 0; i < n; i++) {
+    char* p = (char*)mi_malloc(dyn(size));
+    if (p > high) high = p;
+  }
+  return (char*)opaque(high);
+}
+
+TEST(Secure, OverflowIsCaughtOnFree) {
+  REQUIRE_SECURE(4);
+  EXPECT_STOPS({ char* p = (char*)opaque(mi_malloc(dyn(100))); p[100] = 1; mi_free(p); }, "buffer overflow in heap block");
+  EXPECT_STOPS({ char* p = (char*)opaque(mi_malloc(dyn(100))); memset(p + 100, 7, 32); mi_free(p); }, "buffer overflow in heap block");
+  EXPECT_STOPS({ static char src[4000]; char* p = (char*)opaque(mi_malloc(dyn(3000))); memcpy(p + 1000, opaque(src), 2001); mi_free(p); }, "buffer overflow in heap block");
+}
+
+TEST(Secure, UnderflowIsCaughtOnFree) {
+  REQUIRE_SECURE(4);
+  EXPECT_STOPS({ char* p = highest_block(100); p[-1] = 1; mi_free(p); }, "buffer underflow in heap block");
+  EXPECT_STOPS({ char* p = highest_block(100); memset(p - 8, 0, 8); mi_free(p); }, "buffer underflow in heap block");
+}
+
+TEST(Secure, OverflowByAPageStops) {
+  REQUIRE_SECURE(4);
+  EXPECT_DEATH({ char* p = (char*)opaque(mi_malloc(dyn(64))); memset(p, 0x41, 4096 + 64); mi_free(p); mi_free(mi_malloc(64)); }, "");
+}
+
 TEST(Secure, OverwrittenFreeListLinkIsCaught) {
   REQUIRE_SECURE(3);
   // a write after free over the link word of a free block: caught when the
@@ -105,12 +134,13 @@ TEST(Secure, ReportAndContinueWhenAsked) {
 }
 
 // A huge block starts its segment's only page, right after the header's
-// guard, and its usable area ends at the segment's end guard.
+// guard, and its area ends at the segment's end guard (rounded up to OS pages
+// and allocation granularity beyond the usable size).
 TEST(Secure, OverflowAndUnderflowIntoAGuardPageFault) {
   REQUIRE_SECURE(1);
   EXPECT_EXIT({
     char* p = (char*)mi_malloc(dyn(9 * MiB));
-    ((volatile char*)p)[mi_usable_size(p)] = 1;
+    for (size_t i = mi_usable_size(p); i < 10 * MiB; i++) ((volatile char*)p)[i] = 1;
     std::_Exit(0);
   }, testing::KilledBySignal(SIGSEGV), "");
   EXPECT_EXIT({
