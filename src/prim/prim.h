@@ -69,8 +69,9 @@ void _mi_prim_fork_child_handler(void (*child)(void));
 // Write a message to the standard error stream, without allocating.
 void _mi_prim_out_stderr(const char* msg);
 
-// Read the environment variable `name` (case-insensitive) without allocating.
-bool _mi_prim_getenv(const char* name, char* result, size_t result_size);
+// The process environment: a NULL-terminated array of "NAME=value" entries,
+// readable without allocating, or NULL while it is not available yet.
+const char* const* _mi_prim_environ(void);
 
 // The resident set size of the process in bytes (0 if unknown).
 size_t _mi_prim_current_rss(void);

@@ -9,7 +9,7 @@
 
   Threads: a pthread key whose destructor runs the allocator's thread exit.
   Randomness: getrandom(2), falling back to /dev/urandom.
-  Environment: scans `environ` directly so it works before libc is ready.
+  Environment: `environ` itself, so it works before libc is ready.
 -----------------------------------------------------------------------------*/
 #ifndef _DEFAULT_SOURCE
 #define _DEFAULT_SOURCE
@@ -182,25 +182,8 @@ void _mi_prim_out_stderr(const char* msg) {
   }
 }
 
-static char mi_tolower(char c) { return (c >= 'A' && c <= 'Z' ? (char)(c - 'A' + 'a') : c); }
-
-bool _mi_prim_getenv(const char* name, char* result, size_t result_size) {
-  if (name == NULL || environ == NULL || result_size == 0) return false;
-  const size_t len = strlen(name);
-  for (char** env = environ; *env != NULL; env++) {
-    const char* s = *env;
-    size_t i = 0;
-    while (i < len && s[i] != 0 && mi_tolower(s[i]) == mi_tolower(name[i])) i++;
-    if (i == len && s[len] == '=') {
-      const char* v = s + len + 1;
-      size_t n = strlen(v);
-      if (n >= result_size) n = result_size - 1;
-      memcpy(result, v, n);
-      result[n] = 0;
-      return true;
-    }
-  }
-  return false;
+const char* const* _mi_prim_environ(void) {
+  return (const char* const*)environ;
 }
 
 size_t _mi_prim_current_rss(void) {
