@@ -94,6 +94,13 @@ void _mi_options_init(void) {
     }
   }
   mi_max_error_count = mi_option_get(mi_option_max_errors);
+  // Statistics and messages at exit go to the stderr the program started
+  // with, even if the program closes its stderr before exit (as `ls`, `sort`
+  // and `cat` do) or reassigns it. Only when output at exit is asked for: the
+  // duplicate costs a descriptor (close-on-exec) and keeps the stream open.
+  if (mi_option_is_enabled(mi_option_show_stats) || mi_option_is_enabled(mi_option_verbose)) {
+    _mi_prim_out_stderr_keep();
+  }
 }
 
 long mi_option_get(mi_option_t option) {

@@ -20,6 +20,7 @@
 #include "prim.h"
 
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 #include <errno.h>
@@ -173,10 +174,38 @@ void _mi_prim_fork_child_handler(void (*child)(void)) {
 // Output and environment
 // ---------------------------------------------------------------------------
 
+// The duplicate of stderr kept from start-up (-1: none), and the file it
+// refers to, to notice when the program closed it and the number was reused.
+static int   mi_stderr_fd = -1;
+static dev_t mi_stderr_dev;
+static ino_t mi_stderr_ino;
+
+void _mi_prim_out_stderr_keep(void) {
+  if (mi_stderr_fd >= 0) return;
+  const int fd = fcntl(STDERR_FILENO, F_DUPFD_CLOEXEC, 3);
+  if (fd < 0) return;   // stderr is closed already, or no descriptor is free
+  struct stat st;
+  if (fstat(fd, &st) != 0) { close(fd); return; }
+  mi_stderr_dev = st.st_dev;
+  mi_stderr_ino = st.st_ino;
+  mi_stderr_fd = fd;
+}
+
+static int unix_stderr_fd(void) {
+  const int fd = mi_stderr_fd;
+  if (fd < 0) return STDERR_FILENO;
+  struct stat st;
+  if (fstat(fd, &st) != 0 || st.st_dev != mi_stderr_dev || st.st_ino != mi_stderr_ino) {
+    return STDERR_FILENO;   // the program closed our duplicate (or its number now names another file)
+  }
+  return fd;
+}
+
 void _mi_prim_out_stderr(const char* msg) {
+  const int fd = unix_stderr_fd();
   size_t len = strlen(msg);
   while (len > 0) {
-    ssize_t n = write(STDERR_FILENO, msg, len);
+    ssize_t n = write(fd, msg, len);
     if (n <= 0) { if (n < 0 && errno == EINTR) continue; return; }
     msg += n; len -= (size_t)n;
   }
