@@ -139,7 +139,7 @@ check "  runs with LD_LIBRARY_PATH=<prefix>/lib" env LD_LIBRARY_PATH="$stage/lib
 check "cc app.c \$(pkg-config --cflags --libs mimalloc-debug)" bash -c "cc '$here/app.c' \$(pkg-config --cflags --libs mimalloc-debug) -o '$out/app-pc-debug'"
 check "  links libmimalloc-debug.so.1" needed "$out/app-pc-debug" libmimalloc-debug.so.1
 check "  runs the debug build" env LD_LIBRARY_PATH="$stage/lib" bash -c "$(declare -f runs); runs '$out/app-pc-debug' ok malloc_is_ours=1 debug=1"
-check "cc app.c libmimalloc.a \$(pkg-config --static --libs-only-other mimalloc)" \
+check "cc app.c libmimalloc.a (and the libraries of pkg-config --static --libs mimalloc)" \
   bash -c "cc '$here/app.c' \$(pkg-config --cflags mimalloc) '$stage/lib/libmimalloc.a' \$(pkg-config --static --libs mimalloc | sed 's/-L[^ ]*//; s/-lmimalloc//') -o '$out/app-static'"
 check "  needs no libmimalloc.so" not_needed "$out/app-static"
 check "  runs" runs "$out/app-static" ok malloc_is_ours=1 debug=0
