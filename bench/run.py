@@ -220,7 +220,7 @@ def build(args):
             elif name == "ours-secure" and has_secure_option() and name in args.allocators:
                 secure_dir = os.path.join(args.out, "build-secure")
                 cmake_build(secure_dir, ["-DMI_SECURE=ON"], ["mimalloc"])
-                preload[name] = os.path.join(secure_dir, "libmimalloc.so")
+                preload[name] = os.path.join(secure_dir, "libmimalloc-secure.so")
         else:
             preload[name] = lib
     args.allocators = [a for a in args.allocators if a in preload]

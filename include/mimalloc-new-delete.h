@@ -3,8 +3,10 @@
 
   Include this header in exactly one source file of a C++ program (and link
   with mimalloc) to route every `new` and `delete` to mimalloc. Not needed
-  when the library is preloaded or linked as the override object: those
-  already define the operators.
+  when the library is preloaded, or linked statically (libmimalloc.a, or the
+  mimalloc.o object) from an overriding build: those already define the
+  operators. Harmless there too: the libraries define them weakly, so these
+  definitions take precedence instead of clashing with them.
 -----------------------------------------------------------------------------*/
 #pragma once
 #ifndef MIMALLOC_NEW_DELETE_H

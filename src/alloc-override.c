@@ -11,6 +11,13 @@
   With the shared library preloaded (LD_PRELOAD) these definitions come
   before the C library's, so the whole program, the C library and the C++
   runtime included, allocates here.
+
+  The C++ operators are *weak* definitions: a program that defines its own
+  (with mimalloc-new-delete.h, say) and links the static library or the
+  object file gets its own, where strong definitions here would clash with
+  them ("multiple definition of operator delete"). A weak definition in the
+  executable still wins over libstdc++'s, and the dynamic loader treats weak
+  and strong alike, so preloading is unchanged.
 -----------------------------------------------------------------------------*/
 #if !defined(MI_MALLOC_OVERRIDE)
 #error "alloc-override.c is only compiled (through static.c) when overriding"
@@ -24,6 +31,8 @@
 #include <malloc.h>
 
 #define MI_FORWARD(fun)   __attribute__((alias(#fun), used, visibility("default")))
+#define MI_FORWARD_WEAK(fun) __attribute__((alias(#fun), used, visibility("default"), weak))
+#define MI_DECL_WEAK      __attribute__((visibility("default"), weak))
 
 #if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC diagnostic ignored "-Wmissing-attributes"   // an alias need not repeat malloc/alloc_size
@@ -75,29 +84,29 @@ void* __libc_memalign(size_t alignment, size_t size) MI_FORWARD(mi_memalign);
 int   __posix_memalign(void** p, size_t alignment, size_t size) MI_FORWARD(mi_posix_memalign);
 
 // ---------------------------------------------------------------------------
-// C++ operators (Itanium ABI names, 64-bit size_t), defined from C
+// C++ operators (Itanium ABI names, 64-bit size_t), defined from C, weak
 // ---------------------------------------------------------------------------
 
-void* _Znwm(size_t n)                                MI_FORWARD(mi_new);                  // new
-void* _Znam(size_t n)                                MI_FORWARD(mi_new);                  // new[]
-void* _ZnwmSt11align_val_t(size_t n, size_t al)      MI_FORWARD(mi_new_aligned);
-void* _ZnamSt11align_val_t(size_t n, size_t al)      MI_FORWARD(mi_new_aligned);
-void  _ZdlPv(void* p)                                MI_FORWARD(mi_free);                 // delete
-void  _ZdaPv(void* p)                                MI_FORWARD(mi_free);                 // delete[]
-void  _ZdlPvm(void* p, size_t n)                     MI_FORWARD(mi_free_size);
-void  _ZdaPvm(void* p, size_t n)                     MI_FORWARD(mi_free_size);
-void  _ZdlPvSt11align_val_t(void* p, size_t al)      MI_FORWARD(mi_free_aligned);
-void  _ZdaPvSt11align_val_t(void* p, size_t al)      MI_FORWARD(mi_free_aligned);
-void  _ZdlPvmSt11align_val_t(void* p, size_t n, size_t al) MI_FORWARD(mi_free_size_aligned);
-void  _ZdaPvmSt11align_val_t(void* p, size_t n, size_t al) MI_FORWARD(mi_free_size_aligned);
+void* _Znwm(size_t n)                                MI_FORWARD_WEAK(mi_new);                  // new
+void* _Znam(size_t n)                                MI_FORWARD_WEAK(mi_new);                  // new[]
+void* _ZnwmSt11align_val_t(size_t n, size_t al)      MI_FORWARD_WEAK(mi_new_aligned);
+void* _ZnamSt11align_val_t(size_t n, size_t al)      MI_FORWARD_WEAK(mi_new_aligned);
+void  _ZdlPv(void* p)                                MI_FORWARD_WEAK(mi_free);                 // delete
+void  _ZdaPv(void* p)                                MI_FORWARD_WEAK(mi_free);                 // delete[]
+void  _ZdlPvm(void* p, size_t n)                     MI_FORWARD_WEAK(mi_free_size);
+void  _ZdaPvm(void* p, size_t n)                     MI_FORWARD_WEAK(mi_free_size);
+void  _ZdlPvSt11align_val_t(void* p, size_t al)      MI_FORWARD_WEAK(mi_free_aligned);
+void  _ZdaPvSt11align_val_t(void* p, size_t al)      MI_FORWARD_WEAK(mi_free_aligned);
+void  _ZdlPvmSt11align_val_t(void* p, size_t n, size_t al) MI_FORWARD_WEAK(mi_free_size_aligned);
+void  _ZdaPvmSt11align_val_t(void* p, size_t n, size_t al) MI_FORWARD_WEAK(mi_free_size_aligned);
 
 // the std::nothrow_t forms take one more (ignored) argument: small functions
 #define MI_NOTHROW_TAG   const void* tag   // const std::nothrow_t&
-__attribute__((visibility("default"))) void* _ZnwmRKSt9nothrow_t(size_t n, MI_NOTHROW_TAG) { (void)tag; return mi_new_nothrow(n); }
-__attribute__((visibility("default"))) void* _ZnamRKSt9nothrow_t(size_t n, MI_NOTHROW_TAG) { (void)tag; return mi_new_nothrow(n); }
-__attribute__((visibility("default"))) void* _ZnwmSt11align_val_tRKSt9nothrow_t(size_t n, size_t al, MI_NOTHROW_TAG) { (void)tag; return mi_new_aligned_nothrow(n, al); }
-__attribute__((visibility("default"))) void* _ZnamSt11align_val_tRKSt9nothrow_t(size_t n, size_t al, MI_NOTHROW_TAG) { (void)tag; return mi_new_aligned_nothrow(n, al); }
-__attribute__((visibility("default"))) void  _ZdlPvRKSt9nothrow_t(void* p, MI_NOTHROW_TAG) { (void)tag; mi_free(p); }
-__attribute__((visibility("default"))) void  _ZdaPvRKSt9nothrow_t(void* p, MI_NOTHROW_TAG) { (void)tag; mi_free(p); }
-__attribute__((visibility("default"))) void  _ZdlPvSt11align_val_tRKSt9nothrow_t(void* p, size_t al, MI_NOTHROW_TAG) { (void)tag; mi_free_aligned(p, al); }
-__attribute__((visibility("default"))) void  _ZdaPvSt11align_val_tRKSt9nothrow_t(void* p, size_t al, MI_NOTHROW_TAG) { (void)tag; mi_free_aligned(p, al); }
+MI_DECL_WEAK void* _ZnwmRKSt9nothrow_t(size_t n, MI_NOTHROW_TAG) { (void)tag; return mi_new_nothrow(n); }
+MI_DECL_WEAK void* _ZnamRKSt9nothrow_t(size_t n, MI_NOTHROW_TAG) { (void)tag; return mi_new_nothrow(n); }
+MI_DECL_WEAK void* _ZnwmSt11align_val_tRKSt9nothrow_t(size_t n, size_t al, MI_NOTHROW_TAG) { (void)tag; return mi_new_aligned_nothrow(n, al); }
+MI_DECL_WEAK void* _ZnamSt11align_val_tRKSt9nothrow_t(size_t n, size_t al, MI_NOTHROW_TAG) { (void)tag; return mi_new_aligned_nothrow(n, al); }
+MI_DECL_WEAK void  _ZdlPvRKSt9nothrow_t(void* p, MI_NOTHROW_TAG) { (void)tag; mi_free(p); }
+MI_DECL_WEAK void  _ZdaPvRKSt9nothrow_t(void* p, MI_NOTHROW_TAG) { (void)tag; mi_free(p); }
+MI_DECL_WEAK void  _ZdlPvSt11align_val_tRKSt9nothrow_t(void* p, size_t al, MI_NOTHROW_TAG) { (void)tag; mi_free_aligned(p, al); }
+MI_DECL_WEAK void  _ZdaPvSt11align_val_tRKSt9nothrow_t(void* p, size_t al, MI_NOTHROW_TAG) { (void)tag; mi_free_aligned(p, al); }

@@ -289,6 +289,7 @@ static void mi_process_done(void) {
   #endif
   mi_thread_data_collect();
   _mi_stats_print_at_exit();
+  _mi_errors_print_at_exit();
   _mi_verbose_message("process done: 0x%zx\n", _mi_heap_main.thread_id);
 }
 

@@ -2,15 +2,26 @@
   options.c -- the runtime option table and the message channel.
 
   All options live in one table: enum order (the 1.6 ABI order), name,
-  default, and one line of meaning. Values are read lazily from the
-  environment variable MIMALLOC_<NAME> the first time an option is used.
-  A check at start-up asserts that the table order matches the enum.
+  default, the range accepted from the environment, and one line of meaning.
+  Values are read lazily from the environment variable MIMALLOC_<NAME> (any
+  case) the first time an option is used. A check at start-up asserts that
+  the table order matches the enum.
+
+  A mistake in the environment is always reported, once, on the message
+  channel, whatever show_errors, verbose and max_errors say: a value that is
+  not a word or an integer, a value outside the option's range, and a
+  MIMALLOC_ variable that names no option (a misspelling, or an option of
+  another mimalloc version). The report quotes the variable as the user
+  wrote it, and the default is kept. (Verbose output, or show_errors, would
+  hide exactly the mistakes of a user who does not know yet what to turn on.)
 
   Messages (errors, warnings, verbose lines, assertion failures) are
   formatted into a 512-byte stack buffer without allocating and go through
   one output channel (stderr, or the function given to mi_register_output);
   a thread-local guard drops messages produced while printing one. Errors
   then call the handler given to mi_register_error, or the default one.
+  Errors and warnings past max_errors are counted, and the count is said at
+  exit.
 -----------------------------------------------------------------------------*/
 #include "mimalloc-internal.h"
 #include "prim/prim.h"
@@ -18,7 +29,7 @@
 #include <stdio.h>    // vsnprintf
 #include <stdarg.h>
 #include <stdlib.h>   // abort, strtol
-#include <ctype.h>
+#include <limits.h>   // LONG_MAX
 
 typedef enum mi_init_e {
   MI_UNINIT,    // not yet read from the environment
@@ -31,42 +42,49 @@ typedef struct mi_option_desc_s {
   mi_init_t   init;    // whether it was read from the environment
   mi_option_t option;  // for the table-order check
   const char* name;    // environment name without the MIMALLOC_ prefix
+  long        min;     // smallest value accepted from the environment
+  long        max;     // largest value accepted from the environment
 } mi_option_desc_t;
 
 #define MI_OPTION(opt)  mi_option_##opt, #opt
+#define MI_BOOL         0, 1                  // the range of an on/off option
+#define MI_COUNT        0, (1L << 30)         // a count (segments, pages, nodes)
+#define MI_RESET_DELAY_MAX  (24L * 3600 * 1000)   // a day, in milliseconds
 
 static mi_option_desc_t options[_mi_option_last] = {
   // show error and warning messages (on by default in debug builds)
   #if (MI_DEBUG > 0) || defined(MI_SHOW_ERRORS)
-  { 1, MI_UNINIT, MI_OPTION(show_errors) },
+  { 1, MI_UNINIT, MI_OPTION(show_errors), MI_BOOL },
   #else
-  { 0, MI_UNINIT, MI_OPTION(show_errors) },
+  { 0, MI_UNINIT, MI_OPTION(show_errors), MI_BOOL },
   #endif
-  { 0, MI_UNINIT, MI_OPTION(show_stats) },           // print statistics at exit
-  { 0, MI_UNINIT, MI_OPTION(verbose) },              // print informational messages
-  { 1, MI_UNINIT, MI_OPTION(eager_commit) },         // commit segments when allocated
-  { 1, MI_UNINIT, MI_OPTION(eager_region_commit) },  // commit whole regions when created
-  { 0, MI_UNINIT, MI_OPTION(reset_decommits) },      // purge by decommit instead of MADV_DONTNEED
-  { 0, MI_UNINIT, MI_OPTION(large_os_pages) },       // use 2 MiB OS pages where possible
-  { 0, MI_UNINIT, MI_OPTION(reserve_huge_os_pages) },// reserve N 1 GiB pages at start
-  { 0, MI_UNINIT, MI_OPTION(segment_cache) },        // per-thread segment cache size
-  { 1, MI_UNINIT, MI_OPTION(page_reset) },           // purge free pages after reset_delay
-  { 0, MI_UNINIT, MI_OPTION(abandoned_page_reset) }, // purge free pages of abandoned segments at once, not after the delay
-  { 0, MI_UNINIT, MI_OPTION(segment_reset) },        // purge freed segments now (no delay)
-  { 1, MI_UNINIT, MI_OPTION(eager_commit_delay) },   // first N segments commit page by page
-  { 100, MI_UNINIT, MI_OPTION(reset_delay) },        // milliseconds before a purge
-  { 0, MI_UNINIT, MI_OPTION(use_numa_nodes) },       // 0 = detect
-  { 100, MI_UNINIT, MI_OPTION(os_tag) },             // macOS VM tag
-  { 16, MI_UNINIT, MI_OPTION(max_errors) },          // messages printed at most
+  { 0, MI_UNINIT, MI_OPTION(show_stats), MI_BOOL },           // print statistics at exit
+  { 0, MI_UNINIT, MI_OPTION(verbose), MI_BOOL },              // print informational messages
+  { 1, MI_UNINIT, MI_OPTION(eager_commit), MI_BOOL },         // commit segments when allocated
+  { 1, MI_UNINIT, MI_OPTION(eager_region_commit), MI_BOOL },  // commit whole regions when created
+  { 0, MI_UNINIT, MI_OPTION(reset_decommits), MI_BOOL },      // purge by decommit instead of MADV_DONTNEED
+  { 0, MI_UNINIT, MI_OPTION(large_os_pages), MI_BOOL },       // use 2 MiB OS pages where possible
+  { 0, MI_UNINIT, MI_OPTION(reserve_huge_os_pages), MI_COUNT },// reserve N 1 GiB pages at start
+  { 0, MI_UNINIT, MI_OPTION(segment_cache), MI_COUNT },       // per-thread segment cache size
+  { 1, MI_UNINIT, MI_OPTION(page_reset), MI_BOOL },           // purge free pages after reset_delay
+  { 0, MI_UNINIT, MI_OPTION(abandoned_page_reset), MI_BOOL }, // purge free pages of abandoned segments at once, not after the delay
+  { 0, MI_UNINIT, MI_OPTION(segment_reset), MI_BOOL },        // purge freed segments now (no delay)
+  { 1, MI_UNINIT, MI_OPTION(eager_commit_delay), MI_COUNT },  // first N segments commit page by page
+  { 100, MI_UNINIT, MI_OPTION(reset_delay), 0, MI_RESET_DELAY_MAX }, // milliseconds before a purge
+  { 0, MI_UNINIT, MI_OPTION(use_numa_nodes), 0, 1024 },       // 0 = detect
+  { 100, MI_UNINIT, MI_OPTION(os_tag), 100, 255 },            // macOS VM tag (application range)
+  { 16, MI_UNINIT, MI_OPTION(max_errors), -1, LONG_MAX },     // messages printed at most (-1: no limit)
 };
 
 static void mi_option_init(mi_option_desc_t* desc);
+static void mi_env_check_unknown(void);
 static bool mi_options_ready = false;   // the load-time constructor ran (environment is usable)
 static long mi_max_error_count = 16;    // max_errors, read once at start-up
 
 void _mi_options_init(void) {
   mi_options_ready = true;
   _mi_out_init();
+  mi_env_check_unknown();
   for (int i = 0; i < _mi_option_last; i++) {
     mi_option_desc_t* desc = &options[i];
     mi_assert_always(desc->option == (mi_option_t)i);  // the table order matches the enum
@@ -76,6 +94,13 @@ void _mi_options_init(void) {
     }
   }
   mi_max_error_count = mi_option_get(mi_option_max_errors);
+  // Statistics and messages at exit go to the stderr the program started
+  // with, even if the program closes its stderr before exit (as `ls`, `sort`
+  // and `cat` do) or reassigns it. Only when output at exit is asked for: the
+  // duplicate costs a descriptor (close-on-exec) and keeps the stream open.
+  if (mi_option_is_enabled(mi_option_show_stats) || mi_option_is_enabled(mi_option_verbose)) {
+    _mi_prim_out_stderr_keep();
+  }
 }
 
 long mi_option_get(mi_option_t option) {
@@ -196,7 +221,8 @@ void mi_register_output(mi_output_fun* out, void* arg) mi_attr_noexcept {
 // ---------------------------------------------------------------------------
 
 static mi_decl_thread bool recurse = false;
-static _Atomic(size_t) error_count;   // errors and warnings printed so far
+static _Atomic(size_t) error_count;      // errors and warnings shown (or offered) so far
+static _Atomic(size_t) error_suppressed; // errors and warnings dropped by max_errors
 
 void _mi_fputs(mi_output_fun* out, void* arg, const char* prefix, const char* message) {
   if (out == NULL || (void*)out == (void*)stdout || (void*)out == (void*)stderr) {
@@ -235,7 +261,25 @@ void _mi_verbose_message(const char* fmt, ...) {
 static bool mi_show_error_message(void) {
   if (!mi_option_is_enabled(mi_option_show_errors) && !mi_option_is_enabled(mi_option_verbose)) return false;
   const long max = mi_max_error_count;
-  return (max < 0 || mi_atomic_add_relaxed(&error_count, 1) < (size_t)max);
+  if (max < 0 || mi_atomic_add_relaxed(&error_count, 1) < (size_t)max) return true;
+  mi_atomic_add_relaxed(&error_suppressed, 1);
+  return false;
+}
+
+// Said once at exit: how many errors and warnings max_errors kept back.
+void _mi_errors_print_at_exit(void) {
+  const size_t n = mi_atomic_load_relaxed(&error_suppressed);
+  if (n == 0) return;
+  _mi_fprintf(NULL, NULL, "mimalloc: %zu more error and warning message%s not shown (MIMALLOC_MAX_ERRORS=%ld)\n",
+              n, (n == 1 ? " was" : "s were"), mi_max_error_count);
+}
+
+// A mistake in the environment: always shown, and not counted against max_errors.
+static void mi_env_warning(const char* fmt, ...) {
+  va_list args;
+  va_start(args, fmt);
+  mi_vfprintf(NULL, NULL, "mimalloc: warning: ", fmt, args);
+  va_end(args);
 }
 
 void _mi_warning_message(const char* fmt, ...) {
@@ -293,39 +337,121 @@ void _mi_assert_fail(const char* assertion, const char* fname, unsigned int line
 // Reading an option from the environment
 // ---------------------------------------------------------------------------
 
-static bool mi_token_is(const char* s, const char* a, const char* b, const char* c, const char* d) {
-  return (strcmp(s, a) == 0 || strcmp(s, b) == 0 || strcmp(s, c) == 0 || strcmp(s, d) == 0);
+#define MI_ENV_PREFIX      "mimalloc_"
+#define MI_ENV_PREFIX_LEN  (sizeof(MI_ENV_PREFIX) - 1)
+#define MI_ENV_VALUE_MAX   64     // longer values are invalid (and quoted cut short)
+
+static char mi_ascii_lower(char c) { return (c >= 'A' && c <= 'Z' ? (char)(c - 'A' + 'a') : c); }
+
+// Does `s` start with `prefix`, in any case?
+static bool mi_istarts_with(const char* s, const char* prefix) {
+  for (; *prefix != 0; s++, prefix++) {
+    if (mi_ascii_lower(*s) != mi_ascii_lower(*prefix)) return false;
+  }
+  return true;
+}
+
+// Is the variable name of `entry` ("NAME=value") MIMALLOC_<name>, in any case?
+static bool mi_env_is_option(const char* entry, const char* name) {
+  if (!mi_istarts_with(entry, MI_ENV_PREFIX)) return false;
+  entry += MI_ENV_PREFIX_LEN;
+  const size_t len = strlen(name);
+  return (mi_istarts_with(entry, name) && entry[len] == '=');
+}
+
+// The environment entry of the option `name` ("MIMALLOC_NAME=value" as
+// written), or NULL if it is not set (or the environment is not ready yet).
+static const char* mi_env_find(const char* name) {
+  const char* const* env = _mi_prim_environ();
+  if (env == NULL) return NULL;
+  for (; *env != NULL; env++) {
+    if (mi_env_is_option(*env, name)) return *env;
+  }
+  return NULL;
+}
+
+// The length of the variable name of an entry, and its value.
+static int mi_env_name_len(const char* entry) { return (int)(strchr(entry, '=') - entry); }
+static const char* mi_env_value(const char* entry) { return strchr(entry, '=') + 1; }
+
+static bool mi_word_is(const char* lower, const char* a, const char* b, const char* c, const char* d) {
+  return (strcmp(lower, a) == 0 || strcmp(lower, b) == 0 || strcmp(lower, c) == 0 || strcmp(lower, d) == 0);
+}
+
+// Parse a value: the words 1/true/yes/on (or empty) and 0/false/no/off in any
+// case, or a complete decimal integer. False if it is none of these; *overflow
+// is set for an integer too large for a long.
+static bool mi_env_parse(const char* text, long* value, bool* overflow) {
+  *overflow = false;
+  char lower[MI_ENV_VALUE_MAX + 1];
+  size_t n = 0;
+  for (; text[n] != 0; n++) {
+    if (n >= MI_ENV_VALUE_MAX) return false;
+    lower[n] = mi_ascii_lower(text[n]);
+  }
+  lower[n] = 0;
+  if (n == 0 || mi_word_is(lower, "1", "true", "yes", "on")) { *value = 1; return true; }
+  if (mi_word_is(lower, "0", "false", "no", "off")) { *value = 0; return true; }
+  const int saved_errno = errno;
+  errno = 0;
+  char* end = lower;
+  const long v = strtol(lower, &end, 10);
+  const bool range_error = (errno == ERANGE);
+  errno = saved_errno;
+  if (end == lower || *end != 0) return false;
+  *overflow = range_error;
+  *value = v;
+  return true;
 }
 
 static void mi_option_init(mi_option_desc_t* desc) {
-  char name[64] = "mimalloc_";
-  strncat(name, desc->name, sizeof(name) - strlen(name) - 1);
-  char value[65];
-  if (!_mi_prim_getenv(name, value, sizeof(value))) {
+  const char* entry = mi_env_find(desc->name);
+  if (entry == NULL) {
     // before the library is loaded the environment may not be ready: look again later
     if (mi_options_ready) desc->init = MI_DEFAULTED;
     return;
   }
-  // upper-case the value, then accept whole tokens or a complete integer
-  for (size_t i = 0; value[i] != 0; i++) value[i] = (char)toupper((unsigned char)value[i]);
-  if (value[0] == 0 || mi_token_is(value, "1", "TRUE", "YES", "ON")) {
-    desc->value = 1;
-    desc->init = MI_INITIALIZED;
-  }
-  else if (mi_token_is(value, "0", "FALSE", "NO", "OFF")) {
-    desc->value = 0;
-    desc->init = MI_INITIALIZED;
-  }
-  else {
-    char* end = value;
-    long v = strtol(value, &end, 10);
-    if (*end == 0) {
-      desc->value = v;
-      desc->init = MI_INITIALIZED;
+  const char* text = mi_env_value(entry);
+  long value = 0;
+  bool overflow = false;
+  if (!mi_env_parse(text, &value, &overflow)) {
+    desc->init = MI_DEFAULTED;   // keep the default, but say so
+    if (desc->min == 0 && desc->max == 1) {
+      mi_env_warning("%.*s=%.*s%s is not a valid value (use 1, true, yes, on or 0, false, no, off); the default %ld is used\n",
+                     mi_env_name_len(entry), entry, MI_ENV_VALUE_MAX, text, (strlen(text) > MI_ENV_VALUE_MAX ? "..." : ""), desc->value);
     }
     else {
-      desc->init = MI_DEFAULTED;   // keep the default, but say so
-      _mi_warning_message("environment option mimalloc_%s has an invalid value: %s\n", desc->name, value);
+      mi_env_warning("%.*s=%.*s%s is not a valid value (use an integer from %ld to %ld); the default %ld is used\n",
+                     mi_env_name_len(entry), entry, MI_ENV_VALUE_MAX, text, (strlen(text) > MI_ENV_VALUE_MAX ? "..." : ""),
+                     desc->min, desc->max, desc->value);
+    }
+  }
+  else if (overflow || value < desc->min || value > desc->max) {
+    desc->init = MI_DEFAULTED;
+    mi_env_warning("%.*s=%s is out of range (%ld to %ld); the default %ld is used\n",
+                   mi_env_name_len(entry), entry, text, desc->min, desc->max, desc->value);
+  }
+  else {
+    desc->value = value;
+    desc->init = MI_INITIALIZED;
+  }
+}
+
+// Report every MIMALLOC_ variable that names no option (once, at start-up).
+static void mi_env_check_unknown(void) {
+  const char* const* env = _mi_prim_environ();
+  if (env == NULL) return;
+  for (; *env != NULL; env++) {
+    const char* entry = *env;
+    if (!mi_istarts_with(entry, MI_ENV_PREFIX) || strchr(entry, '=') == NULL) continue;
+    bool known = false;
+    for (int i = 0; i < _mi_option_last && !known; i++) {
+      known = mi_env_is_option(entry, options[i].name);
+    }
+    if (!known) {
+      const char* text = mi_env_value(entry);
+      mi_env_warning("%.*s=%.*s%s is not a mimalloc option and is ignored\n", mi_env_name_len(entry), entry,
+                     MI_ENV_VALUE_MAX, text, (strlen(text) > MI_ENV_VALUE_MAX ? "..." : ""));
     }
   }
 }

@@ -77,8 +77,17 @@ void _mi_prim_fork_child_handler(void (*child)(void));
 // Write a message to the standard error stream, without allocating.
 void _mi_prim_out_stderr(const char* msg);
 
-// Read the environment variable `name` (case-insensitive) without allocating.
-bool _mi_prim_getenv(const char* name, char* result, size_t result_size);
+// Keep a duplicate of the standard error stream as it is now (not inherited
+// across exec) and write the messages of _mi_prim_out_stderr through it from
+// now on, so that they reach the stream the program started with even after
+// the program closed or reassigned its stderr. Best effort: without the
+// duplicate, or once the program closed or replaced it, messages go to the
+// current stderr.
+void _mi_prim_out_stderr_keep(void);
+
+// The process environment: a NULL-terminated array of "NAME=value" entries,
+// readable without allocating, or NULL while it is not available yet.
+const char* const* _mi_prim_environ(void);
 
 // The resident set size of the process in bytes (0 if unknown).
 size_t _mi_prim_current_rss(void);

@@ -9,7 +9,7 @@
 
   Threads: a pthread key whose destructor runs the allocator's thread exit.
   Randomness: getrandom(2), falling back to /dev/urandom.
-  Environment: scans `environ` directly so it works before libc is ready.
+  Environment: `environ` itself, so it works before libc is ready.
 -----------------------------------------------------------------------------*/
 #ifndef _DEFAULT_SOURCE
 #define _DEFAULT_SOURCE
@@ -20,6 +20,7 @@
 #include "prim.h"
 
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 #include <errno.h>
@@ -199,34 +200,45 @@ void _mi_prim_fork_child_handler(void (*child)(void)) {
 // Output and environment
 // ---------------------------------------------------------------------------
 
+// The duplicate of stderr kept from start-up (-1: none), and the file it
+// refers to, to notice when the program closed it and the number was reused.
+static int   mi_stderr_fd = -1;
+static dev_t mi_stderr_dev;
+static ino_t mi_stderr_ino;
+
+void _mi_prim_out_stderr_keep(void) {
+  if (mi_stderr_fd >= 0) return;
+  const int fd = fcntl(STDERR_FILENO, F_DUPFD_CLOEXEC, 3);
+  if (fd < 0) return;   // stderr is closed already, or no descriptor is free
+  struct stat st;
+  if (fstat(fd, &st) != 0) { close(fd); return; }
+  mi_stderr_dev = st.st_dev;
+  mi_stderr_ino = st.st_ino;
+  mi_stderr_fd = fd;
+}
+
+static int unix_stderr_fd(void) {
+  const int fd = mi_stderr_fd;
+  if (fd < 0) return STDERR_FILENO;
+  struct stat st;
+  if (fstat(fd, &st) != 0 || st.st_dev != mi_stderr_dev || st.st_ino != mi_stderr_ino) {
+    return STDERR_FILENO;   // the program closed our duplicate (or its number now names another file)
+  }
+  return fd;
+}
+
 void _mi_prim_out_stderr(const char* msg) {
+  const int fd = unix_stderr_fd();
   size_t len = strlen(msg);
   while (len > 0) {
-    ssize_t n = write(STDERR_FILENO, msg, len);
+    ssize_t n = write(fd, msg, len);
     if (n <= 0) { if (n < 0 && errno == EINTR) continue; return; }
     msg += n; len -= (size_t)n;
   }
 }
 
-static char mi_tolower(char c) { return (c >= 'A' && c <= 'Z' ? (char)(c - 'A' + 'a') : c); }
-
-bool _mi_prim_getenv(const char* name, char* result, size_t result_size) {
-  if (name == NULL || environ == NULL || result_size == 0) return false;
-  const size_t len = strlen(name);
-  for (char** env = environ; *env != NULL; env++) {
-    const char* s = *env;
-    size_t i = 0;
-    while (i < len && s[i] != 0 && mi_tolower(s[i]) == mi_tolower(name[i])) i++;
-    if (i == len && s[len] == '=') {
-      const char* v = s + len + 1;
-      size_t n = strlen(v);
-      if (n >= result_size) n = result_size - 1;
-      memcpy(result, v, n);
-      result[n] = 0;
-      return true;
-    }
-  }
-  return false;
+const char* const* _mi_prim_environ(void) {
+  return (const char* const*)environ;
 }
 
 size_t _mi_prim_current_rss(void) {

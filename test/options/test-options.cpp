@@ -6,12 +6,16 @@
     set_enabled / set_enabled_default, in-process and in fresh processes;
   - defaults of every option in a fresh process;
   - MIMALLOC_<NAME> parsing: case-insensitive names, the true/false words,
-    the empty value, complete integers, and the warning for anything else;
+    the empty value, complete integers in the option's range;
+  - the warnings for an invalid value, a value out of range and a MIMALLOC_
+    variable that names no option: always shown (whatever show_errors,
+    verbose and max_errors say), once, quoting the variable as written;
   - every option set in the environment is reported by MIMALLOC_VERBOSE=1
     (this is the only effect shown for large_os_pages,
     reserve_huge_os_pages, use_numa_nodes and os_tag, which later issues
     wire);
-  - show_errors, max_errors, verbose and show_stats.
+  - show_errors, max_errors (and the count of messages it kept back, said
+    at exit), verbose and show_stats.
 -----------------------------------------------------------------------------*/
 #include <gtest/gtest.h>
 #include <mimalloc.h>
@@ -37,27 +41,32 @@ struct OptionInfo {
   mi_option_t option;
   const char* name;
   long release_default;   // 64-bit Linux defaults
+  long min, max;          // the range accepted from the environment
+  bool is_bool() const { return min == 0 && max == 1; }
 };
+
+constexpr long kCount = 1L << 30;
+constexpr long kDay = 24L * 3600 * 1000;
 
 // Enum order (the ABI order of mimalloc 1.6).
 const OptionInfo kOptions[] = {
-  { mi_option_show_errors,          "show_errors",           0 },
-  { mi_option_show_stats,           "show_stats",            0 },
-  { mi_option_verbose,              "verbose",               0 },
-  { mi_option_eager_commit,         "eager_commit",          1 },
-  { mi_option_eager_region_commit,  "eager_region_commit",   1 },
-  { mi_option_reset_decommits,      "reset_decommits",       0 },
-  { mi_option_large_os_pages,       "large_os_pages",        0 },
-  { mi_option_reserve_huge_os_pages,"reserve_huge_os_pages", 0 },
-  { mi_option_segment_cache,        "segment_cache",         0 },
-  { mi_option_page_reset,           "page_reset",            1 },
-  { mi_option_abandoned_page_reset, "abandoned_page_reset",  0 },
-  { mi_option_segment_reset,        "segment_reset",         0 },
-  { mi_option_eager_commit_delay,   "eager_commit_delay",    1 },
-  { mi_option_reset_delay,          "reset_delay",           100 },
-  { mi_option_use_numa_nodes,       "use_numa_nodes",        0 },
-  { mi_option_os_tag,               "os_tag",                100 },
-  { mi_option_max_errors,           "max_errors",            16 },
+  { mi_option_show_errors,          "show_errors",           0,   0, 1 },
+  { mi_option_show_stats,           "show_stats",            0,   0, 1 },
+  { mi_option_verbose,              "verbose",               0,   0, 1 },
+  { mi_option_eager_commit,         "eager_commit",          1,   0, 1 },
+  { mi_option_eager_region_commit,  "eager_region_commit",   1,   0, 1 },
+  { mi_option_reset_decommits,      "reset_decommits",       0,   0, 1 },
+  { mi_option_large_os_pages,       "large_os_pages",        0,   0, 1 },
+  { mi_option_reserve_huge_os_pages,"reserve_huge_os_pages", 0,   0, kCount },
+  { mi_option_segment_cache,        "segment_cache",         0,   0, kCount },
+  { mi_option_page_reset,           "page_reset",            1,   0, 1 },
+  { mi_option_abandoned_page_reset, "abandoned_page_reset",  0,   0, 1 },
+  { mi_option_segment_reset,        "segment_reset",         0,   0, 1 },
+  { mi_option_eager_commit_delay,   "eager_commit_delay",    1,   0, kCount },
+  { mi_option_reset_delay,          "reset_delay",           100, 0, kDay },
+  { mi_option_use_numa_nodes,       "use_numa_nodes",        0,   0, 1024 },
+  { mi_option_os_tag,               "os_tag",                100, 100, 255 },
+  { mi_option_max_errors,           "max_errors",            16,  -1, LONG_MAX },
 };
 constexpr size_t kOptionCount = sizeof(kOptions) / sizeof(kOptions[0]);
 static_assert(kOptionCount == (size_t)_mi_option_last, "every option is listed");
@@ -87,6 +96,28 @@ ChildResult child_options(const std::vector<std::string>& env) {
 }
 
 std::string opt_key(const char* name) { return std::string("opt.") + name; }
+
+// The warnings for a variable `var` ("NAME=value" as written) whose option has
+// the default `dflt`.
+std::string invalid_bool_warning(const std::string& var, long dflt) {
+  return "mimalloc: warning: " + var + " is not a valid value (use 1, true, yes, on or 0, false, no, off); the default " +
+         std::to_string(dflt) + " is used\n";
+}
+std::string invalid_int_warning(const std::string& var, long min, long max, long dflt) {
+  return "mimalloc: warning: " + var + " is not a valid value (use an integer from " + std::to_string(min) + " to " +
+         std::to_string(max) + "); the default " + std::to_string(dflt) + " is used\n";
+}
+std::string out_of_range_warning(const std::string& var, long min, long max, long dflt) {
+  return "mimalloc: warning: " + var + " is out of range (" + std::to_string(min) + " to " + std::to_string(max) +
+         "); the default " + std::to_string(dflt) + " is used\n";
+}
+std::string unknown_warning(const std::string& var) {
+  return "mimalloc: warning: " + var + " is not a mimalloc option and is ignored\n";
+}
+std::string not_shown_line(long count, long max) {
+  return "mimalloc: " + std::to_string(count) + " more error and warning message" + (count == 1 ? " was" : "s were") +
+         " not shown (MIMALLOC_MAX_ERRORS=" + std::to_string(max) + ")\n";
+}
 
 }  // namespace
 
@@ -271,19 +302,28 @@ TEST(Options, InProcessValuesAreTheDefaults) {
 // Environment parsing
 // ------------------------------------------------------
 
+// A value of option i in its range and not its default: the other word for
+// an on/off option, a distinct integer otherwise.
+long non_default_value(size_t i) {
+  const OptionInfo& o = kOptions[i];
+  if (o.is_bool()) return (expected_default(o) == 0 ? 1 : 0);
+  return 200 + (long)i;
+}
+
 TEST(OptionsEnv, EveryOptionIsReadFromItsVariable) {
-  // one process, a distinct non-default value for every option
+  // one process, a non-default value for every option
   std::vector<std::string> env;
   for (size_t i = 0; i < kOptionCount; i++) {
     if (kOptions[i].option == mi_option_verbose) continue;   // keep the output quiet
-    env.push_back(env_name(kOptions[i].name) + "=" + std::to_string(200 + i));
+    env.push_back(env_name(kOptions[i].name) + "=" + std::to_string(non_default_value(i)));
   }
   ChildResult r = child_options(env);
   ASSERT_TRUE(r.exited && r.code == 0) << r.describe();
   for (size_t i = 0; i < kOptionCount; i++) {
     if (kOptions[i].option == mi_option_verbose) continue;
-    EXPECT_EQ(r.num(opt_key(kOptions[i].name)), (long long)(200 + i)) << kOptions[i].name << "\n" << r.describe();
+    EXPECT_EQ(r.num(opt_key(kOptions[i].name)), (long long)non_default_value(i)) << kOptions[i].name << "\n" << r.describe();
   }
+  EXPECT_EQ(r.err.find("mimalloc: warning"), std::string::npos) << r.describe();
 }
 
 TEST(OptionsEnv, NameIsCaseInsensitive) {
@@ -295,7 +335,8 @@ TEST(OptionsEnv, NameIsCaseInsensitive) {
 }
 
 TEST(OptionsEnv, NameMustBeFollowedByEquals) {
-  // longer or shorter names are other variables
+  // longer or shorter names are other variables (and, with the MIMALLOC_
+  // prefix, reported as naming no option)
   ChildResult r = child_options({ "MIMALLOC_RESET_DELAYX=5", "MIMALLOC_OS_TA=7", "MIMALLOC_OS_TAG_=9",
                                   "XMIMALLOC_SEGMENT_RESET=1", "MIMALLOC_PAGE_RESET2=0" });
   ASSERT_TRUE(r.exited && r.code == 0) << r.describe();
@@ -303,6 +344,10 @@ TEST(OptionsEnv, NameMustBeFollowedByEquals) {
   EXPECT_EQ(r.num("opt.os_tag"), 100) << r.describe();
   EXPECT_EQ(r.num("opt.segment_reset"), 0) << r.describe();
   EXPECT_EQ(r.num("opt.page_reset"), 1) << r.describe();
+  for (const char* var : { "MIMALLOC_RESET_DELAYX=5", "MIMALLOC_OS_TA=7", "MIMALLOC_OS_TAG_=9", "MIMALLOC_PAGE_RESET2=0" }) {
+    EXPECT_EQ(count_occurrences(r.err, unknown_warning(var)), 1u) << var << "\n" << r.describe();
+  }
+  EXPECT_EQ(r.err.find("XMIMALLOC"), std::string::npos) << r.describe();
 }
 
 TEST(OptionsEnv, TrueWordsInAnyCaseAndEmptyMeanOne) {
@@ -315,7 +360,7 @@ TEST(OptionsEnv, TrueWordsInAnyCaseAndEmptyMeanOne) {
     ASSERT_TRUE(r.exited && r.code == 0) << r.describe();
     EXPECT_EQ(r.num("opt.segment_reset"), 1) << "value '" << v << "'\n" << r.describe();
     EXPECT_EQ(r.num("opt.reset_decommits"), 1) << "value '" << v << "'\n" << r.describe();
-    EXPECT_EQ(r.err.find("invalid value"), std::string::npos) << "value '" << v << "'\n" << r.describe();
+    EXPECT_EQ(r.err.find("mimalloc: warning"), std::string::npos) << "value '" << v << "'\n" << r.describe();
   }
 }
 
@@ -331,51 +376,134 @@ TEST(OptionsEnv, FalseWordsInAnyCaseMeanZero) {
     EXPECT_EQ(r.num("opt.abandoned_page_reset"), 0) << "value '" << v << "'\n" << r.describe();
     EXPECT_EQ(r.num("opt.page_reset"), 0) << "value '" << v << "'\n" << r.describe();
     EXPECT_EQ(r.num("opt.eager_commit"), 0) << "value '" << v << "'\n" << r.describe();
-    EXPECT_EQ(r.err.find("invalid value"), std::string::npos) << "value '" << v << "'\n" << r.describe();
+    EXPECT_EQ(r.err.find("mimalloc: warning"), std::string::npos) << "value '" << v << "'\n" << r.describe();
   }
 }
 
 TEST(OptionsEnv, CompleteIntegers) {
   struct { const char* text; long value; } cases[] = {
-    { "250", 250 }, { "42", 42 }, { "-1", -1 }, { "1000000", 1000000 }, { "007", 7 }, { "2", 2 },
+    { "250", 250 }, { "42", 42 }, { "0", 0 }, { "1000000", 1000000 }, { "007", 7 }, { "2", 2 }, { "86400000", 86400000 },
   };
   for (const auto& c : cases) {
     ChildResult r = child_options({ std::string("MIMALLOC_RESET_DELAY=") + c.text, "MIMALLOC_SHOW_ERRORS=1" });
     ASSERT_TRUE(r.exited && r.code == 0) << r.describe();
     EXPECT_EQ(r.num("opt.reset_delay"), c.value) << "value '" << c.text << "'\n" << r.describe();
-    EXPECT_EQ(r.err.find("invalid value"), std::string::npos) << "value '" << c.text << "'\n" << r.describe();
+    EXPECT_EQ(r.err.find("mimalloc: warning"), std::string::npos) << "value '" << c.text << "'\n" << r.describe();
   }
 }
 
 TEST(OptionsEnv, InvalidValuesKeepTheDefaultAndWarn) {
   // only whole words count ("Y" and "ES" are parts of "YES"), and only
-  // integers that strtol consumes completely
-  const char* values[] = { "Y", "ES", "N", "T", "12x", "maybe", "1.5", "0x10", "yes please", "enabled", "1 ", "-", "+" };
+  // integers that strtol consumes completely; the warning quotes the value
+  // as written
+  const char* values[] = { "Y", "ES", "N", "T", "12x", "maybe", "1.5", "0x10", "yes please", "enabled", "1 ", "-", "+", "ye" };
   for (const char* v : values) {
     ChildResult r = child_options({ std::string("MIMALLOC_PAGE_RESET=") + v,
-                                    std::string("MIMALLOC_RESET_DELAY=") + v,
-                                    "MIMALLOC_SHOW_ERRORS=1" });
+                                    std::string("MIMALLOC_RESET_DELAY=") + v });
     ASSERT_TRUE(r.exited && r.code == 0) << r.describe();
     EXPECT_EQ(r.num("opt.page_reset"), 1) << "value '" << v << "'\n" << r.describe();
     EXPECT_EQ(r.num("opt.reset_delay"), 100) << "value '" << v << "'\n" << r.describe();
-    const std::string w1 = "mimalloc: warning: environment option mimalloc_page_reset has an invalid value: " + upper(v) + "\n";
-    const std::string w2 = "mimalloc: warning: environment option mimalloc_reset_delay has an invalid value: " + upper(v) + "\n";
-    EXPECT_EQ(count_occurrences(r.err, w1), 1u) << "value '" << v << "'\n" << r.describe();
-    EXPECT_EQ(count_occurrences(r.err, w2), 1u) << "value '" << v << "'\n" << r.describe();
+    const std::string w1 = invalid_bool_warning(std::string("MIMALLOC_PAGE_RESET=") + v, 1);
+    const std::string w2 = invalid_int_warning(std::string("MIMALLOC_RESET_DELAY=") + v, 0, kDay, 100);
+    EXPECT_EQ(count_occurrences(r.err, w1), 1u) << "value '" << v << "'\n" << w1 << r.describe();
+    EXPECT_EQ(count_occurrences(r.err, w2), 1u) << "value '" << v << "'\n" << w2 << r.describe();
   }
 }
 
-TEST(OptionsEnv, InvalidValueWarningNeedsShowErrors) {
-  ChildResult quiet = child_options({ "MIMALLOC_PAGE_RESET=maybe", "MIMALLOC_SHOW_ERRORS=0" });
-  ASSERT_TRUE(quiet.exited && quiet.code == 0) << quiet.describe();
-  EXPECT_EQ(quiet.num("opt.page_reset"), 1) << quiet.describe();
-  EXPECT_EQ(quiet.err.find("mimalloc"), std::string::npos) << quiet.describe();
+TEST(OptionsEnv, OutOfRangeValuesKeepTheDefaultAndWarn) {
+  struct { const char* var; long min, max, dflt; const char* key; } cases[] = {
+    { "MIMALLOC_RESET_DELAY=-5", 0, kDay, 100, "opt.reset_delay" },
+    { "MIMALLOC_RESET_DELAY=86400001", 0, kDay, 100, "opt.reset_delay" },
+    { "MIMALLOC_RESET_DELAY=99999999999999999999999", 0, kDay, 100, "opt.reset_delay" },   // too large for a long
+    { "MIMALLOC_OS_TAG=99", 100, 255, 100, "opt.os_tag" },
+    { "MIMALLOC_OS_TAG=256", 100, 255, 100, "opt.os_tag" },
+    { "MIMALLOC_SHOW_STATS=2", 0, 1, 0, "opt.show_stats" },
+    { "MIMALLOC_PAGE_RESET=-1", 0, 1, 1, "opt.page_reset" },
+    { "MIMALLOC_SEGMENT_CACHE=-3", 0, kCount, 0, "opt.segment_cache" },
+    { "MIMALLOC_USE_NUMA_NODES=5000", 0, 1024, 0, "opt.use_numa_nodes" },
+    { "MIMALLOC_MAX_ERRORS=-2", -1, LONG_MAX, 16, "opt.max_errors" },
+  };
+  for (const auto& c : cases) {
+    ChildResult r = child_options({ c.var });
+    ASSERT_TRUE(r.exited && r.code == 0) << r.describe();
+    EXPECT_EQ(r.num(c.key), c.dflt) << c.var << "\n" << r.describe();
+    const std::string w = out_of_range_warning(c.var, c.min, c.max, c.dflt);
+    EXPECT_EQ(r.err, w) << c.var << "\n" << r.describe();
+  }
+}
 
-  // without MIMALLOC_SHOW_ERRORS the default decides: on only in debug builds
-  ChildResult dflt = child_options({ "MIMALLOC_PAGE_RESET=maybe" });
-  ASSERT_TRUE(dflt.exited && dflt.code == 0) << dflt.describe();
-  const bool shown = (is_debug_build() || MI_TEST_SHOW_ERRORS);
-  EXPECT_EQ(dflt.err.find("has an invalid value: MAYBE") != std::string::npos, shown) << dflt.describe();
+TEST(OptionsEnv, RangeEndsAreAccepted) {
+  ChildResult r = child_options({ "MIMALLOC_OS_TAG=255", "MIMALLOC_MAX_ERRORS=-1", "MIMALLOC_RESET_DELAY=0",
+                                  "MIMALLOC_USE_NUMA_NODES=1024" });
+  ASSERT_TRUE(r.exited && r.code == 0) << r.describe();
+  EXPECT_EQ(r.num("opt.os_tag"), 255) << r.describe();
+  EXPECT_EQ(r.num("opt.max_errors"), -1) << r.describe();
+  EXPECT_EQ(r.num("opt.reset_delay"), 0) << r.describe();
+  EXPECT_EQ(r.num("opt.use_numa_nodes"), 1024) << r.describe();
+  EXPECT_EQ(r.err, "") << r.describe();
+}
+
+TEST(OptionsEnv, UnknownNamesAreReportedAsWritten) {
+  // options of other mimalloc versions, a misspelling, any case
+  const char* vars[] = { "MIMALLOC_ARENA_EAGER_COMMIT=1", "mimalloc_Purge_Delay=Ten", "MIMALLOC_SHOW_STAT=1",
+                         "MIMALLOC_=x", "MiMaLlOc_ReSeRvE_oS_mEmOrY=4GiB" };
+  std::vector<std::string> env(std::begin(vars), std::end(vars));
+  ChildResult r = child_options(env);
+  ASSERT_TRUE(r.exited && r.code == 0) << r.describe();
+  std::string expected;
+  for (const char* v : vars) {
+    EXPECT_EQ(count_occurrences(r.err, unknown_warning(v)), 1u) << v << "\n" << r.describe();
+    expected += unknown_warning(v);
+  }
+  EXPECT_EQ(r.err.size(), expected.size()) << "nothing else\n" << r.describe();
+  for (const auto& o : kOptions) EXPECT_EQ(r.num(opt_key(o.name)), expected_default(o)) << o.name;
+}
+
+TEST(OptionsEnv, NameAndValueAreQuotedAsWritten) {
+  ChildResult r = child_options({ "mImAlLoC_sHoW_sTaTs=Ye", "Mimalloc_Reset_Delay=-5" });
+  ASSERT_TRUE(r.exited && r.code == 0) << r.describe();
+  EXPECT_EQ(count_occurrences(r.err, invalid_bool_warning("mImAlLoC_sHoW_sTaTs=Ye", 0)), 1u) << r.describe();
+  EXPECT_EQ(count_occurrences(r.err, out_of_range_warning("Mimalloc_Reset_Delay=-5", 0, kDay, 100)), 1u) << r.describe();
+}
+
+TEST(OptionsEnv, LongValuesAreQuotedCutShort) {
+  const std::string v(100, '7');
+  ChildResult r = child_options({ "MIMALLOC_OS_TAG=" + v, "MIMALLOC_NO_SUCH_OPTION=" + v });
+  ASSERT_TRUE(r.exited && r.code == 0) << r.describe();
+  EXPECT_EQ(r.num("opt.os_tag"), 100) << r.describe();
+  EXPECT_EQ(count_occurrences(r.err, invalid_int_warning("MIMALLOC_OS_TAG=" + v.substr(0, 64) + "...", 100, 255, 100)), 1u) << r.describe();
+  EXPECT_EQ(count_occurrences(r.err, unknown_warning("MIMALLOC_NO_SUCH_OPTION=" + v.substr(0, 64) + "...")), 1u) << r.describe();
+}
+
+MI_CHILD(read_options_often) {
+  (void)argc; (void)argv;
+  long sum = 0;
+  for (int i = 0; i < 1000; i++) sum += mi_option_get(mi_option_show_stats) + mi_option_get(mi_option_reset_delay);
+  for (int i = 0; i < 1000; i++) { void* p = mi_malloc(dyn((size_t)i * 100)); mi_free(p); }
+  mi_collect(true);
+  emit("sum", sum);
+  return 0;
+}
+
+TEST(OptionsEnv, WarningsAreShownWhateverTheVerbosityAndOnce) {
+  const std::vector<std::vector<std::string>> settings = {
+    {}, { "MIMALLOC_SHOW_ERRORS=0" }, { "MIMALLOC_SHOW_ERRORS=0", "MIMALLOC_VERBOSE=0", "MIMALLOC_MAX_ERRORS=0" },
+    { "MIMALLOC_SHOW_ERRORS=1", "MIMALLOC_MAX_ERRORS=1" }, { "MIMALLOC_VERBOSE=1" },
+  };
+  for (const auto& setting : settings) {
+    std::vector<std::string> env = setting;
+    env.push_back("MIMALLOC_SHOW_STATS=ye");
+    env.push_back("MIMALLOC_ARENA_EAGER_COMMIT=1");
+    env.push_back("MIMALLOC_RESET_DELAY=-5");
+    ChildResult r = run_child("read_options_often", env);
+    ASSERT_TRUE(r.exited && r.code == 0) << r.describe();
+    std::string where;
+    for (const auto& e : setting) where += e + " ";
+    EXPECT_EQ(count_occurrences(r.err, invalid_bool_warning("MIMALLOC_SHOW_STATS=ye", 0)), 1u) << where << "\n" << r.describe();
+    EXPECT_EQ(count_occurrences(r.err, unknown_warning("MIMALLOC_ARENA_EAGER_COMMIT=1")), 1u) << where << "\n" << r.describe();
+    EXPECT_EQ(count_occurrences(r.err, out_of_range_warning("MIMALLOC_RESET_DELAY=-5", 0, kDay, 100)), 1u) << where << "\n" << r.describe();
+    EXPECT_EQ(r.err.find("more error and warning"), std::string::npos) << "not counted\n" << r.describe();
+  }
 }
 
 TEST(OptionsEnv, VerboseReportsEveryOptionFromTheEnvironment) {
@@ -458,12 +586,14 @@ TEST_F(OptionsRestored, ShowErrorsAtRunTime) {
   EXPECT_EQ(on, kOverflowMessage);
 }
 
-TEST(OptionMaxErrors, OnlyThatManyMessages) {
+TEST(OptionMaxErrors, OnlyThatManyMessagesAndTheRestCounted) {
   ChildResult r = run_child("calloc_overflow", { "MIMALLOC_SHOW_ERRORS=1", "MIMALLOC_MAX_ERRORS=3" }, { "10" });
   ASSERT_TRUE(r.exited && r.code == 0) << r.describe();
   EXPECT_EQ(r.num("nulls"), 10) << r.describe();
   EXPECT_EQ(r.num("eoverflow"), 10) << r.describe();   // the errors still happen
   EXPECT_EQ(count_occurrences(r.err, kOverflowMessage), 3u) << r.describe();
+  // and at exit, the count of the others, as the last line
+  EXPECT_TRUE(r.err.size() > 0 && r.err.rfind(not_shown_line(7, 3)) == r.err.size() - not_shown_line(7, 3).size()) << r.describe();
 }
 
 TEST(OptionMaxErrors, DefaultIsSixteen) {
@@ -471,21 +601,46 @@ TEST(OptionMaxErrors, DefaultIsSixteen) {
   ASSERT_TRUE(r.exited && r.code == 0) << r.describe();
   EXPECT_EQ(r.num("nulls"), 25) << r.describe();
   EXPECT_EQ(count_occurrences(r.err, kOverflowMessage), 16u) << r.describe();
+  EXPECT_EQ(count_occurrences(r.err, not_shown_line(9, 16)), 1u) << r.describe();
 }
 
-TEST(OptionMaxErrors, ZeroSilencesEverything) {
+TEST(OptionMaxErrors, NoCountWhenAllWereShown) {
+  ChildResult r = run_child("calloc_overflow", { "MIMALLOC_SHOW_ERRORS=1", "MIMALLOC_MAX_ERRORS=3" }, { "3" });
+  ASSERT_TRUE(r.exited && r.code == 0) << r.describe();
+  EXPECT_EQ(count_occurrences(r.err, kOverflowMessage), 3u) << r.describe();
+  EXPECT_EQ(r.err.find("not shown"), std::string::npos) << r.describe();
+}
+
+TEST(OptionMaxErrors, ZeroShowsOnlyTheCount) {
   ChildResult r = run_child("calloc_overflow", { "MIMALLOC_SHOW_ERRORS=1", "MIMALLOC_MAX_ERRORS=0" }, { "5" });
   ASSERT_TRUE(r.exited && r.code == 0) << r.describe();
   EXPECT_EQ(r.num("nulls"), 5) << r.describe();
+  EXPECT_EQ(r.err, not_shown_line(5, 0)) << r.describe();
+  ChildResult one = run_child("calloc_overflow", { "MIMALLOC_SHOW_ERRORS=1", "MIMALLOC_MAX_ERRORS=0" }, { "1" });
+  ASSERT_TRUE(one.exited && one.code == 0) << one.describe();
+  EXPECT_EQ(one.err, not_shown_line(1, 0)) << one.describe();
+}
+
+TEST(OptionMaxErrors, MinusOneShowsAll) {
+  ChildResult r = run_child("calloc_overflow", { "MIMALLOC_SHOW_ERRORS=1", "MIMALLOC_MAX_ERRORS=-1" }, { "40" });
+  ASSERT_TRUE(r.exited && r.code == 0) << r.describe();
+  EXPECT_EQ(count_occurrences(r.err, kOverflowMessage), 40u) << r.describe();
+  EXPECT_EQ(r.err.find("not shown"), std::string::npos) << r.describe();
+}
+
+TEST(OptionMaxErrors, NothingCountedWhenErrorsAreNotShown) {
+  // with show_errors off nothing is kept back by max_errors: nothing to say
+  ChildResult r = run_child("calloc_overflow", { "MIMALLOC_SHOW_ERRORS=0", "MIMALLOC_MAX_ERRORS=3" }, { "10" });
+  ASSERT_TRUE(r.exited && r.code == 0) << r.describe();
   EXPECT_EQ(r.err, "") << r.describe();
 }
 
-TEST(OptionMaxErrors, WarningsAndErrorsShareTheBudget) {
-  // one warning (the invalid value) + at most two of the ten errors
+TEST(OptionMaxErrors, EnvironmentWarningsDoNotUseTheBudget) {
   ChildResult r = run_child("calloc_overflow", { "MIMALLOC_SHOW_ERRORS=1", "MIMALLOC_MAX_ERRORS=3", "MIMALLOC_PAGE_RESET=bogus" }, { "10" });
   ASSERT_TRUE(r.exited && r.code == 0) << r.describe();
-  EXPECT_EQ(count_occurrences(r.err, "has an invalid value: BOGUS\n"), 1u) << r.describe();
-  EXPECT_EQ(count_occurrences(r.err, kOverflowMessage), 2u) << r.describe();
+  EXPECT_EQ(count_occurrences(r.err, invalid_bool_warning("MIMALLOC_PAGE_RESET=bogus", 1)), 1u) << r.describe();
+  EXPECT_EQ(count_occurrences(r.err, kOverflowMessage), 3u) << r.describe();
+  EXPECT_EQ(count_occurrences(r.err, not_shown_line(7, 3)), 1u) << r.describe();
 }
 
 TEST(OptionVerbose, ProcessMessagesAndStatisticsAtExit) {

@@ -10,7 +10,11 @@
     are shown, errno is set, and NULL unregisters it;
   - mi_register_deferred_free's hook is called with a strictly increasing
     heartbeat, with force=true from mi_collect(true), never recursively, and
-    not anymore after registering NULL.
+    not anymore after registering NULL;
+  - with show_stats or verbose, output at exit reaches the stderr the
+    program started with even if the program closed it (fclose or close),
+    reused its descriptor for a file, or reassigned it; otherwise no
+    descriptor is taken.
 -----------------------------------------------------------------------------*/
 #include <gtest/gtest.h>
 #include <mimalloc.h>
@@ -23,6 +27,8 @@
 #include <thread>
 #include <vector>
 
+#include <dirent.h>
+#include <fcntl.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
@@ -446,4 +452,129 @@ TEST_F(Channel, DeferredFreeRunsOnOtherThreads) {
   mi_register_deferred_free(nullptr, nullptr);
   EXPECT_GT(g_deferred.calls.load(), 1);
   EXPECT_TRUE(g_deferred.increasing);
+}
+
+// ------------------------------------------------------
+// Output at exit when the program closed its stderr
+// ------------------------------------------------------
+
+// Closes stderr before returning from main, the way argv[0] says: "fclose"
+// (as coreutils' close_stdout does), "close", "reuse" (close, then open the
+// file argv[1], which gets descriptor 2, and write to it) or "redirect"
+// (dup2 the file argv[1] onto descriptor 2).
+MI_CHILD(close_stderr) {
+  const std::string how = (argc > 0 ? argv[0] : "fclose");
+  void* p = mi_malloc(dyn(100));
+  mi_free(p);
+  fputs("<<main returns>>\n", stderr);
+  fflush(stderr);
+  if (how == "fclose") {
+    fclose(stderr);
+  }
+  else if (how == "close") {
+    close(STDERR_FILENO);
+  }
+  else if (how == "reuse" && argc > 1) {
+    close(STDERR_FILENO);
+    const int fd = open(argv[1], O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    emit("fd", fd);
+    if (write(fd, "data\n", 5) != 5) return 2;
+  }
+  else if (how == "redirect" && argc > 1) {
+    const int fd = open(argv[1], O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    if (fd < 0 || dup2(fd, STDERR_FILENO) < 0) return 2;
+    close(fd);
+    fputs("program message\n", stderr);
+    fflush(stderr);
+  }
+  return 0;
+}
+
+// The open descriptors, and how many of them are close-on-exec.
+MI_CHILD(count_fds) {
+  (void)argc; (void)argv;
+  long open_fds = 0, cloexec = 0;
+  DIR* d = opendir("/proc/self/fd");
+  if (d == nullptr) return 2;
+  const int dfd = dirfd(d);
+  for (struct dirent* e = readdir(d); e != nullptr; e = readdir(d)) {
+    if (e->d_name[0] == '.') continue;
+    const int fd = atoi(e->d_name);
+    if (fd == dfd) continue;
+    open_fds++;
+    if (fcntl(fd, F_GETFD) & FD_CLOEXEC) cloexec++;
+  }
+  closedir(d);
+  emit("open", open_fds);
+  emit("cloexec", cloexec);
+  return 0;
+}
+
+namespace {
+std::string read_file(const std::string& path) {
+  std::string text;
+  FILE* f = fopen(path.c_str(), "r");
+  if (f == nullptr) return "<missing>";
+  char buf[4096];
+  size_t n;
+  while ((n = fread(buf, 1, sizeof(buf), f)) > 0) text.append(buf, n);
+  fclose(f);
+  return text;
+}
+
+std::string temp_path(const char* tag) {
+  return "/tmp/mimalloc-test-" + std::to_string(getpid()) + "-" + tag;
+}
+}  // namespace
+
+TEST(OutputAtExit, StatisticsReachAClosedStderr) {
+  for (const char* how : { "fclose", "close" }) {
+    for (const char* option : { "MIMALLOC_SHOW_STATS=1", "MIMALLOC_VERBOSE=1" }) {
+      ChildResult r = run_child("close_stderr", { option }, { how });
+      ASSERT_TRUE(r.exited && r.code == 0) << r.describe();
+      const size_t main_end = r.err.find("<<main returns>>");
+      ASSERT_NE(main_end, std::string::npos) << r.describe();
+      EXPECT_NE(r.err.find("heap stats:", main_end), std::string::npos) << how << " " << option << "\n" << r.describe();
+      EXPECT_NE(r.err.find("\n   process: user: ", main_end), std::string::npos) << how << " " << option << "\n" << r.describe();
+      if (std::string(option) == "MIMALLOC_VERBOSE=1") {
+        EXPECT_NE(r.err.find("mimalloc: process done: 0x", main_end), std::string::npos) << how << "\n" << r.describe();
+      }
+    }
+  }
+}
+
+TEST(OutputAtExit, NotIntoAFileThatTookTheDescriptor) {
+  const std::string path = temp_path("reuse");
+  ChildResult r = run_child("close_stderr", { "MIMALLOC_SHOW_STATS=1" }, { "reuse", path });
+  const std::string file = read_file(path);
+  unlink(path.c_str());
+  ASSERT_TRUE(r.exited && r.code == 0) << r.describe();
+  EXPECT_EQ(r.num("fd"), 2) << r.describe();
+  EXPECT_EQ(file, "data\n") << "the statistics went into the program's file";
+  EXPECT_NE(r.err.find("heap stats:"), std::string::npos) << r.describe();
+}
+
+TEST(OutputAtExit, ToTheStderrTheProgramStartedWith) {
+  // a program that reassigns descriptor 2 does not take the statistics along
+  const std::string path = temp_path("redirect");
+  ChildResult r = run_child("close_stderr", { "MIMALLOC_SHOW_STATS=1" }, { "redirect", path });
+  const std::string file = read_file(path);
+  unlink(path.c_str());
+  ASSERT_TRUE(r.exited && r.code == 0) << r.describe();
+  EXPECT_EQ(file, "program message\n");
+  EXPECT_NE(r.err.find("heap stats:"), std::string::npos) << r.describe();
+}
+
+TEST(OutputAtExit, WithoutStatisticsStderrIsNotKept) {
+  // a closed stderr stays closed: nothing written anywhere, no descriptor kept
+  ChildResult quiet = run_child("close_stderr", {}, { "fclose" });
+  ASSERT_TRUE(quiet.exited && quiet.code == 0) << quiet.describe();
+  EXPECT_EQ(quiet.err, "<<main returns>>\n") << quiet.describe();
+  ChildResult plain = run_child("count_fds", {});
+  ChildResult stats = run_child("count_fds", { "MIMALLOC_SHOW_STATS=1" });
+  ASSERT_TRUE(plain.exited && plain.code == 0) << plain.describe();
+  ASSERT_TRUE(stats.exited && stats.code == 0) << stats.describe();
+  // with statistics: one more descriptor, close-on-exec (not inherited by programs it runs)
+  EXPECT_EQ(stats.num("open"), plain.num("open") + 1) << plain.describe() << stats.describe();
+  EXPECT_EQ(stats.num("cloexec"), plain.num("cloexec") + 1) << plain.describe() << stats.describe();
 }

@@ -1,8 +1,10 @@
 // ----------------------------------------------------------------------------
 // test-new-delete.cpp -- mimalloc-new-delete.h routes the global operators to
-// mimalloc (linked with a static mimalloc built WITHOUT the symbol override,
-// so only the header can make these blocks ours); mi_stl_allocator works in
-// standard containers; the mi_new family has the C++ out-of-memory semantics.
+// mimalloc; mi_stl_allocator works in standard containers; the mi_new family
+// has the C++ out-of-memory semantics. Linked three times (test/CMakeLists.txt):
+// with a static mimalloc built WITHOUT the symbol override (so only the header
+// can make these blocks ours), and with the overriding static library and
+// object file, whose weak operators must give way to the header's.
 // ----------------------------------------------------------------------------
 #include <mimalloc-new-delete.h>   // in exactly one source file of the program
 #include <mimalloc.h>
@@ -43,6 +45,15 @@ TEST(NewDelete, OperatorsAreOurs) {
   delete[] n;
   EXPECT_EQ(new (std::nothrow) char[impossible_size], nullptr);
   EXPECT_THROW({ sink = new char[impossible_size]; }, std::bad_alloc);
+}
+
+TEST(NewDelete, TheHeadersOperatorsAreTheOnesLinked) {
+  // the libraries' operators are aliases of the mi_ functions; the header's
+  // are functions of their own that call them
+  void* (*op_new)(std::size_t) = &::operator new;
+  void (*op_delete)(void*) noexcept = &::operator delete;
+  EXPECT_NE((void*)op_new, (void*)&mi_new);
+  EXPECT_NE((void*)op_delete, (void*)&mi_free);
 }
 
 TEST(NewDelete, StlAllocatorInContainers) {
