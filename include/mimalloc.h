@@ -255,6 +255,7 @@ typedef enum mi_option_e {
   mi_option_use_numa_nodes,
   mi_option_os_tag,
   mi_option_max_errors,
+  mi_option_secure_continue,        // secure builds: report heap misuse and go on instead of stopping
   _mi_option_last
 } mi_option_t;
 

@@ -168,7 +168,7 @@ mi_block_t* _mi_page_ptr_unalign(const mi_segment_t* segment, const mi_page_t* p
 // ---------------------------------------------------------------------------
 
 void _mi_block_next_corrupt(const mi_page_t* page, const mi_block_t* block, const mi_block_t* next) {
-  _mi_error_message(EFAULT, "corrupted free list entry of size %zub at %p: value 0x%zx\n",
+  _mi_misuse_message(EFAULT, "corrupted free list entry of size %zub at %p: value 0x%zx\n",
                     mi_page_block_size(page), (void*)block, (size_t)(uintptr_t)next);
 }
 
@@ -207,7 +207,7 @@ static bool mi_verify_padding(const mi_page_t* page, const mi_block_t* block, si
 static void mi_check_padding(const mi_page_t* page, const mi_block_t* block) {
   size_t size, wrong;
   if (!mi_verify_padding(page, block, &size, &wrong)) {
-    _mi_error_message(EFAULT, "buffer overflow in heap block %p of size %zu: write after %zu bytes\n",
+    _mi_misuse_message(EFAULT, "buffer overflow in heap block %p of size %zu: write after %zu bytes\n",
                       (void*)block, size, wrong);
   }
   #if (MI_SECURE >= 4)
@@ -221,7 +221,7 @@ static void mi_check_padding(const mi_page_t* page, const mi_block_t* block) {
     const mi_padding_t* const trailer = (const mi_padding_t*)((const uint8_t*)block - MI_PADDING_SIZE);
     size_t below_delta;
     if (!mi_padding_get(page, below, trailer, mi_page_usable_block_size(page), &below_delta)) {
-      _mi_error_message(EFAULT, "buffer underflow in heap block %p of size %zu: the canary below it is damaged (a write before its start, or past the end of the block below)\n",
+      _mi_misuse_message(EFAULT, "buffer underflow in heap block %p of size %zu: the canary below it is damaged (a write before its start, or past the end of the block below)\n",
                         (void*)block, size);
     }
   }
@@ -244,7 +244,7 @@ static mi_decl_noinline bool mi_check_is_double_freex(const mi_page_t* page, con
   if (mi_list_contains(page, page->free, block) ||
       mi_list_contains(page, page->local_free, block) ||
       mi_list_contains(page, mi_page_thread_free(page), block)) {
-    _mi_error_message(EAGAIN, "double free detected of block %p with size %zu\n", (void*)block, mi_page_block_size(page));
+    _mi_misuse_message(EAGAIN, "double free detected of block %p with size %zu\n", (void*)block, mi_page_block_size(page));
     return true;
   }
   return false;
@@ -364,7 +364,7 @@ bool _mi_free_delayed_block(mi_block_t* block) {
 // Everything that is not a local free into a non-full page without aligned blocks.
 // A pointer whose segment unit holds no segment of ours: report, free nothing.
 static mi_decl_noinline mi_decl_cold void mi_free_invalid(const void* p) {
-  _mi_error_message(EINVAL, "mi_free: invalid pointer (not allocated by mimalloc): %p\n", p);
+  _mi_misuse_message(EINVAL, "mi_free: invalid pointer (not allocated by mimalloc): %p\n", p);
 }
 
 #if (MI_SECURE >= 4)
@@ -372,7 +372,7 @@ static mi_decl_noinline mi_decl_cold void mi_free_invalid(const void* p) {
 // (or, in a page of aligned blocks, inside one)? Reports when it is not.
 static mi_decl_noinline bool mi_is_block_start_slow(const mi_segment_t* segment, const mi_page_t* page, const void* p) {
   if (!page->segment_in_use || page->xblock_size == 0) {
-    _mi_error_message(EINVAL, "mi_free: invalid pointer (in an unused page): %p\n", p);
+    _mi_misuse_message(EINVAL, "mi_free: invalid pointer (in an unused page): %p\n", p);
     return false;
   }
   if (mi_page_has_aligned(page)) return true;   // aligned blocks: any address inside one is found
@@ -380,7 +380,7 @@ static mi_decl_noinline bool mi_is_block_start_slow(const mi_segment_t* segment,
   const size_t ofs = (size_t)((const uint8_t*)p - start);
   const size_t bsize = mi_page_block_size(page);
   if ((const uint8_t*)p < start || ofs % bsize != 0 || ofs / bsize >= page->capacity) {
-    _mi_error_message(EINVAL, "mi_free: invalid pointer (not the start of a block): %p\n", p);
+    _mi_misuse_message(EINVAL, "mi_free: invalid pointer (not the start of a block): %p\n", p);
     return false;
   }
   return true;
@@ -406,7 +406,7 @@ static mi_decl_noinline void mi_free_generic(mi_segment_t* segment, mi_page_t* p
   mi_block_t* block = (mi_page_has_aligned(page) ? _mi_page_ptr_unalign(segment, page, p) : (mi_block_t*)p);
   #if (MI_DEBUG > 0)
   if (mi_unlikely(((uintptr_t)p & (MI_INTPTR_SIZE - 1)) != 0 && !mi_page_has_aligned(page))) {
-    _mi_error_message(EINVAL, "mi_free: invalid (unaligned) pointer: %p\n", p);
+    _mi_misuse_message(EINVAL, "mi_free: invalid (unaligned) pointer: %p\n", p);
     return;
   }
   #endif
@@ -462,7 +462,7 @@ void mi_free(void* p) mi_attr_noexcept {
   if (mi_unlikely(!mi_is_block_start(segment, page, p))) return;
   #elif (MI_DEBUG > 0)
   if (mi_unlikely(((uintptr_t)p & (MI_INTPTR_SIZE - 1)) != 0 && !mi_page_has_aligned(page))) {
-    _mi_error_message(EINVAL, "mi_free: invalid (unaligned) pointer: %p\n", p);
+    _mi_misuse_message(EINVAL, "mi_free: invalid (unaligned) pointer: %p\n", p);
     return;
   }
   #endif
@@ -509,7 +509,7 @@ size_t _mi_usable_size_of(const void* p) {
   if (p != NULL) {
     const mi_segment_t* s = _mi_ptr_segment(p);
     if ((const void*)s != p && !_mi_segment_map_contains(s)) {
-      _mi_error_message(EINVAL, "mi_usable_size: invalid pointer (not allocated by mimalloc): %p\n", p);
+      _mi_misuse_message(EINVAL, "mi_usable_size: invalid pointer (not allocated by mimalloc): %p\n", p);
       return 0;
     }
   }
@@ -519,7 +519,7 @@ size_t _mi_usable_size_of(const void* p) {
   if (page == NULL) return 0;
   #if (MI_DEBUG > 0)
   if (((uintptr_t)p & (MI_INTPTR_SIZE - 1)) != 0 && !mi_page_has_aligned(page)) {
-    _mi_error_message(EINVAL, "mi_usable_size: invalid (unaligned) pointer: %p\n", p);
+    _mi_misuse_message(EINVAL, "mi_usable_size: invalid (unaligned) pointer: %p\n", p);
     return 0;
   }
   #endif

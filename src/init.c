@@ -311,6 +311,9 @@ void mi_process_init(void) mi_attr_noexcept {
   #if (MI_DEBUG > 0)
   _mi_verbose_message("debug level : %d\n", MI_DEBUG);
   #endif
+  #if (MI_SECURE > 0)
+  _mi_verbose_message("secure level: %d\n", MI_SECURE);
+  #endif
   mi_thread_init();
 }
 

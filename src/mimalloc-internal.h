@@ -41,6 +41,7 @@ void   _mi_fprintf(mi_output_fun* out, void* arg, const char* fmt, ...);
 void   _mi_verbose_message(const char* fmt, ...);
 void   _mi_warning_message(const char* fmt, ...);
 void   _mi_error_message(int err, const char* fmt, ...);
+void   _mi_misuse_message(int err, const char* fmt, ...);   // heap misuse: fatal in secure builds
 void   _mi_errors_print_at_exit(void);
 mi_decl_cold void _mi_assert_fail(const char* assertion, const char* fname, unsigned int line, const char* func);
 

@@ -74,6 +74,7 @@ static mi_option_desc_t options[_mi_option_last] = {
   { 0, MI_UNINIT, MI_OPTION(use_numa_nodes), 0, 1024 },       // 0 = detect
   { 100, MI_UNINIT, MI_OPTION(os_tag), 100, 255 },            // macOS VM tag (application range)
   { 16, MI_UNINIT, MI_OPTION(max_errors), -1, LONG_MAX },     // messages printed at most (-1: no limit)
+  { 0, MI_UNINIT, MI_OPTION(secure_continue), MI_BOOL },      // secure builds: misuse is reported, not fatal
 };
 
 static void mi_option_init(mi_option_desc_t* desc);
@@ -304,25 +305,42 @@ void mi_register_error(mi_error_fun* fun, void* arg) {
 
 static void mi_error_default(int err) {
   (void)err;
-  #if (MI_DEBUG > 0) || (MI_SECURE > 0)
-  if (err == EFAULT) abort();   // corrupted heap: stop here
+  #if (MI_DEBUG > 0)
+  if (err == EFAULT) abort();   // corrupted heap: stop here (secure builds: see mi_error_vmessage)
   #endif
   #if defined(MI_XMALLOC)
   if (err == ENOMEM || err == EOVERFLOW) abort();   // xmalloc: out of memory is fatal
   #endif
 }
 
-void _mi_error_message(int err, const char* fmt, ...) {
-  if (mi_show_error_message()) {
-    va_list args;
-    va_start(args, fmt);
+static void mi_error_vmessage(bool misuse, int err, const char* fmt, va_list args) {
+  // secure builds stop at heap misuse (unless secure_continue), and say what
+  // it was whatever show_errors and max_errors say
+  const bool stop = (MI_SECURE > 0 && misuse && mi_error_handler == NULL && !mi_option_is_enabled(mi_option_secure_continue));
+  if ((MI_SECURE > 0 && misuse) || mi_show_error_message()) {
     mi_vfprintf(NULL, NULL, "mimalloc: error: ", fmt, args);
-    va_end(args);
   }
+  if (stop) abort();
   mi_error_fun* handler = mi_error_handler;
   if (handler != NULL) handler(err, mi_error_arg);
   else mi_error_default(err);
   errno = err;   // the operation now fails in its documented way
+}
+
+void _mi_error_message(int err, const char* fmt, ...) {
+  va_list args;
+  va_start(args, fmt);
+  mi_error_vmessage(false, err, fmt, args);
+  va_end(args);
+}
+
+// Heap misuse the build detected (an invalid or double free, a damaged list
+// or canary): as an error, and in secure builds fatal by default.
+void _mi_misuse_message(int err, const char* fmt, ...) {
+  va_list args;
+  va_start(args, fmt);
+  mi_error_vmessage(true, err, fmt, args);
+  va_end(args);
 }
 
 void _mi_assert_fail(const char* assertion, const char* fname, unsigned int line, const char* func) {

@@ -147,7 +147,7 @@ static void mi_page_thread_free_collect(mi_page_t* page, bool force) {
     // every block is free again: start over instead of joining the lists
     #if (MI_DEBUG >= 3)
     if (mi_page_list_count(page, head) != count) {
-      _mi_error_message(EFAULT, "corrupted thread-free list\n");
+      _mi_misuse_message(EFAULT, "corrupted thread-free list\n");
       return;
     }
     #endif
@@ -178,7 +178,7 @@ static void mi_page_thread_free_collect(mi_page_t* page, bool force) {
     tail = next;
   }
   if (n > max_walk || (count > 0 && n != count)) {
-    _mi_error_message(EFAULT, "corrupted thread-free list\n");
+    _mi_misuse_message(EFAULT, "corrupted thread-free list\n");
     return;   // the list is dropped: leaking beats corrupting
   }
   mi_block_set_next(page, tail, page->local_free);

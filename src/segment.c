@@ -956,7 +956,7 @@ void _mi_segment_huge_page_free(mi_segment_t* segment, mi_page_t* page, mi_block
   mi_assert_internal(segment->page_kind == MI_PAGE_HUGE);
   (void)block;
   if (!mi_segment_claim(segment)) {
-    _mi_error_message(EAGAIN, "double free detected of huge block %p\n", block);
+    _mi_misuse_message(EAGAIN, "double free detected of huge block %p\n", block);
     return;
   }
   mi_assert_internal(page->used == 1);

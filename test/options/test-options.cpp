@@ -67,6 +67,7 @@ const OptionInfo kOptions[] = {
   { mi_option_use_numa_nodes,       "use_numa_nodes",        0,   0, 1024 },
   { mi_option_os_tag,               "os_tag",                100, 100, 255 },
   { mi_option_max_errors,           "max_errors",            16,  -1, LONG_MAX },
+  { mi_option_secure_continue,      "secure_continue",       0,   0, 1 },
 };
 constexpr size_t kOptionCount = sizeof(kOptions) / sizeof(kOptions[0]);
 static_assert(kOptionCount == (size_t)_mi_option_last, "every option is listed");
