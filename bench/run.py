@@ -200,7 +200,8 @@ def lib_option(lib):
 
 def has_secure_option():
     with open(os.path.join(ROOT, "CMakeLists.txt")) as f:
-        return re.search(r"option\(\s*MI_SECURE\b", f.read()) is not None
+        text = f.read()
+    return re.search(r"option\(\s*MI_SECURE\b|set\(\s*MI_SECURE\b[^)]*\bCACHE\b", text) is not None
 
 
 def build(args):
