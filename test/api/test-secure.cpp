@@ -166,6 +166,21 @@ TEST(Secure, EveryPageEndsInAGuard) {
   }, testing::KilledBySignal(SIGSEGV), "");
 }
 
+TEST(Secure, AJustFreedBlockIsNotTheNextOne) {
+  REQUIRE_SECURE(1);
+  for (size_t size : { 16, 48, 200, 1000, 5000 }) {
+    mi_heap_t* heap = mi_heap_new();
+    for (int i = 0; i < 20000; i++) {
+      void* p = mi_heap_malloc(heap, dyn(size));
+      mi_free(p);
+      void* q = mi_heap_malloc(heap, dyn(size));
+      ASSERT_NE(p, q) << "size " << size << ", round " << i;
+      mi_free(q);
+    }
+    mi_heap_destroy(heap);
+  }
+}
+
 TEST(Secure, FreshBlocksComeInRandomOrder) {
   REQUIRE_SECURE(1);
   mi_heap_t* heap = mi_heap_new();
