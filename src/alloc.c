@@ -195,7 +195,13 @@ static bool mi_verify_padding(const mi_page_t* page, const mi_block_t* block, si
   *size = bsize - delta;
   const uint8_t* fill = (uint8_t*)block + bsize - delta;
   const size_t maxpad = (delta > MI_MAX_ALIGN_SIZE ? MI_MAX_ALIGN_SIZE : delta);
-  for (size_t i = 0; i < maxpad; i++) {
+  static const uint8_t expected[MI_MAX_ALIGN_SIZE] = {
+    MI_DEBUG_PADDING, MI_DEBUG_PADDING, MI_DEBUG_PADDING, MI_DEBUG_PADDING,
+    MI_DEBUG_PADDING, MI_DEBUG_PADDING, MI_DEBUG_PADDING, MI_DEBUG_PADDING,
+    MI_DEBUG_PADDING, MI_DEBUG_PADDING, MI_DEBUG_PADDING, MI_DEBUG_PADDING,
+    MI_DEBUG_PADDING, MI_DEBUG_PADDING, MI_DEBUG_PADDING, MI_DEBUG_PADDING };
+  if (mi_likely(memcmp(fill, expected, maxpad) == 0)) return true;
+  for (size_t i = 0; i < maxpad; i++) {   // (only to say where)
     if (fill[i] != MI_DEBUG_PADDING) {
       *wrong = bsize - delta + i;
       return false;
@@ -214,7 +220,7 @@ static void mi_check_padding(const mi_page_t* page, const mi_block_t* block) {
   // the trailer of the block below is this block's front canary (secure
   // builds give every block of a page a trailer when the page is extended)
   const size_t bsize = mi_page_block_size(page);
-  const uint8_t* const start = _mi_page_start(_mi_page_segment(page), page, NULL);
+  const uint8_t* const start = page->page_start;
   if ((const uint8_t*)block >= start + bsize && page->xblock_size < MI_HUGE_BLOCK_SIZE &&
       bsize >= MI_PADDING_SIZE + sizeof(mi_block_t)) {
     const mi_block_t* const below = (const mi_block_t*)((const uint8_t*)block - bsize);
@@ -388,7 +394,8 @@ static mi_decl_noinline bool mi_is_block_start_slow(const mi_segment_t* segment,
 
 static inline bool mi_is_block_start(const mi_segment_t* segment, const mi_page_t* page, const void* p) {
   if (mi_likely(page->segment_in_use && page->xblock_size != 0 && !mi_page_has_aligned(page))) {
-    const size_t ofs = (size_t)((const uint8_t*)p - _mi_page_start(segment, page, NULL));   // huge below the start
+    (void)segment;
+    const size_t ofs = (size_t)((const uint8_t*)p - page->page_start);   // huge below the start
     const size_t bsize = mi_page_block_size(page);
     const bool aligned = ((bsize & (bsize - 1)) == 0 ? (ofs & (bsize - 1)) == 0 : ofs % bsize == 0);
     if (mi_likely(aligned && ofs < (size_t)page->capacity * bsize)) return true;

@@ -237,6 +237,9 @@ typedef struct mi_page_s {
 
   struct mi_page_s* next;       // heap queue links
   struct mi_page_s* prev;
+  #if (MI_SECURE > 0)
+  uint8_t* page_start;          // the block area (secure builds check every freed pointer against it)
+  #endif
 } mi_page_t;
 
 typedef enum mi_page_kind_e {

@@ -549,7 +549,12 @@ static void mi_page_init(mi_heap_t* heap, mi_page_t* page, size_t block_size) {
   // big-alignment blocks live in huge segments but may be small: mark them huge
   const bool sentinel = (block_size >= MI_HUGE_BLOCK_SIZE || segment->aligned_block != NULL);
   page->xblock_size = (sentinel ? MI_HUGE_BLOCK_SIZE : (uint32_t)block_size);
-  _mi_segment_page_start(segment, page, page->xblock_size, &page_size, NULL);
+  uint8_t* const page_start = _mi_segment_page_start(segment, page, page->xblock_size, &page_size, NULL);
+  #if (MI_SECURE > 0)
+  page->page_start = page_start;
+  #else
+  (void)page_start;
+  #endif
   const size_t bsize = (sentinel ? page_size : block_size);
   page->reserved = (uint16_t)(page_size / bsize);
   // not in the full queue yet; no block of the page exists yet, so nobody
