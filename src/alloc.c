@@ -45,7 +45,14 @@ void* _mi_page_malloc(mi_heap_t* heap, mi_page_t* page, size_t size) mi_attr_noe
   mi_assert_internal(delta <= mi_page_usable_block_size(page));
   mi_padding_set(page, block, padding, delta);
   uint8_t* fill = (uint8_t*)padding - delta;
-  memset(fill, MI_DEBUG_PADDING, (delta > MI_MAX_ALIGN_SIZE ? MI_MAX_ALIGN_SIZE : delta));
+  if (delta >= MI_MAX_ALIGN_SIZE) {
+    const uint64_t pattern = 0x0101010101010101ULL * MI_DEBUG_PADDING;   // two word stores, no call
+    memcpy(fill, &pattern, sizeof(pattern));
+    memcpy(fill + sizeof(pattern), &pattern, sizeof(pattern));
+  }
+  else if (delta > 0) {
+    memset(fill, MI_DEBUG_PADDING, delta);
+  }
   #endif
   #if (MI_STAT > 1)
   const size_t bsize = mi_page_block_size(page);
@@ -200,7 +207,7 @@ static bool mi_verify_padding(const mi_page_t* page, const mi_block_t* block, si
     MI_DEBUG_PADDING, MI_DEBUG_PADDING, MI_DEBUG_PADDING, MI_DEBUG_PADDING,
     MI_DEBUG_PADDING, MI_DEBUG_PADDING, MI_DEBUG_PADDING, MI_DEBUG_PADDING,
     MI_DEBUG_PADDING, MI_DEBUG_PADDING, MI_DEBUG_PADDING, MI_DEBUG_PADDING };
-  if (mi_likely(memcmp(fill, expected, maxpad) == 0)) return true;
+  if (mi_likely(maxpad == 0 || memcmp(fill, expected, maxpad) == 0)) return true;
   for (size_t i = 0; i < maxpad; i++) {   // (only to say where)
     if (fill[i] != MI_DEBUG_PADDING) {
       *wrong = bsize - delta + i;
