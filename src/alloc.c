@@ -364,11 +364,15 @@ bool _mi_free_delayed_block(mi_block_t* block) {
   mi_segment_t* const segment = _mi_ptr_segment(block);
   mi_page_t* const page = _mi_segment_page_of(segment, block);
   // the page leaves the full queue with this block: later remote frees go
-  // straight to its thread_free. Its pending remote frees are not collected
-  // here: the page has room now, and appending them to non-empty lists would
-  // be a walk over blocks other threads last wrote (collected when the
-  // page's allocation list runs out instead).
+  // straight to its thread_free. Its pending remote frees are collected here
+  // only when they and this block free the whole page (so that it goes back
+  // at once); otherwise the page has room now, and appending them to
+  // non-empty lists would be a walk over blocks other threads last wrote
+  // (collected when the page's allocation list runs out instead).
   if (!_mi_page_try_use_delayed_free(page, MI_NO_DELAYED_FREE, false)) return false;
+  if (mi_tf_count(mi_atomic_load_relaxed(&page->xthread_free)) + 1 == page->used) {
+    _mi_page_free_collect(page, false);
+  }
   mi_free_block_local(page, block);
   return true;
 }

@@ -613,9 +613,13 @@ static inline void mi_block_set_next(const mi_page_t* page, mi_block_t* block, c
 // canary, and the distance to the end of the user data is stored masked with
 // the high half, so that damage to either word shows (a one-byte underflow of
 // the block above hits the distance word).
+// (The canary is masked with a constant: the trailer of an 8-byte block is
+// its only word, and unmasked it would read as an encoded link to the block
+// itself, which makes every free of such a block look like a double free.)
+#define MI_PADDING_CANARY_MASK  0x9E3779B9u
 static inline void mi_padding_set(const mi_page_t* page, const mi_block_t* block, mi_padding_t* padding, size_t delta) {
   const uint64_t key = (uint64_t)mi_ptr_encode(page, block, page->keys);
-  padding->canary = (uint32_t)key;
+  padding->canary = (uint32_t)key ^ MI_PADDING_CANARY_MASK;
   padding->delta = (uint32_t)delta ^ (uint32_t)(key >> 32);
 }
 
@@ -624,7 +628,7 @@ static inline bool mi_padding_get(const mi_page_t* page, const mi_block_t* block
                                   size_t usable, size_t* delta) {
   const uint64_t key = (uint64_t)mi_ptr_encode(page, block, page->keys);
   *delta = (size_t)(padding->delta ^ (uint32_t)(key >> 32));
-  return (padding->canary == (uint32_t)key && *delta <= usable);
+  return (padding->canary == ((uint32_t)key ^ MI_PADDING_CANARY_MASK) && *delta <= usable);
 }
 #endif
 

@@ -143,7 +143,9 @@ static void mi_page_thread_free_collect(mi_page_t* page, bool force) {
   if (head == NULL) return;
   size_t count = mi_tf_count(tfree);
 
-  if (count > 0 && count <= max_count && both_lists && count == page->used) {
+  // (secure builds always walk, below: the walk is what catches a block freed
+  // twice by other threads, and their emptied pages keep their random order)
+  if (MI_SECURE == 0 && count > 0 && count <= max_count && both_lists && count == page->used) {
     // every block is free again: start over instead of joining the lists
     #if (MI_DEBUG >= 3)
     if (mi_page_list_count(page, head) != count) {
@@ -156,7 +158,7 @@ static void mi_page_thread_free_collect(mi_page_t* page, bool force) {
     return;
   }
 
-  #if (MI_DEBUG == 0)
+  #if (MI_DEBUG == 0) && (MI_SECURE == 0)
   // the count came with the list: no walk when one of the owner's lists is
   // empty (the usual case: the allocation list ran out)
   if (count > 0 && count <= max_count && !both_lists) {

@@ -967,6 +967,7 @@ void _mi_segment_huge_page_free(mi_segment_t* segment, mi_page_t* page, mi_block
   page->segment_in_use = false;
   segment->used = 0;
   segment->abandoned = 0;
+  mi_segment_huge_fresh_free(segment);   // a probe freed by another thread counts too
   mi_segment_os_free(segment, false, NULL);
 }
 

@@ -131,7 +131,7 @@ int _mi_prim_populate(void* addr, size_t size) {
 
 int _mi_prim_resident(void* addr, size_t size, size_t* resident) {
   // mincore fills one byte per page: ask for at most sizeof(vec) pages a call
-  unsigned char vec[1024];
+  unsigned char vec[4096];   // 16 MiB of 4 KiB pages per call
   const size_t psize = (size_t)sysconf(_SC_PAGESIZE);
   size_t count = 0;
   for (size_t ofs = 0; ofs < size; ofs += sizeof(vec) * psize) {

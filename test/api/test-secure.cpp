@@ -12,6 +12,7 @@
 #include <fstream>
 #include <sstream>
 #include <string>
+#include <thread>
 
 #include "api-util.h"
 
@@ -53,6 +54,19 @@ TEST(Secure, DoubleFreeInterleavedWithAllocations) {
     for (int i = 0; i < 100; i++) mi_free(mi_malloc(dyn(16 + (size_t)i * 8)));
     mi_free(a);
   }, "double free detected");
+}
+
+TEST(Secure, DoubleFreeByAnotherThreadIsCaughtWhenCollected) {
+  REQUIRE_SECURE(4);
+  EXPECT_STOPS({
+    void* x = mi_malloc(dyn(40));
+    void* y = mi_malloc(dyn(40));
+    std::thread t([&] { mi_free(x); mi_free(x); });   // the owner's page gets x twice
+    t.join();
+    mi_collect(false);   // the owner collects its remote frees
+    for (int i = 0; i < 100000; i++) opaque(mi_malloc(dyn(40)));
+    mi_free(y);
+  }, "corrupted thread-free list");
 }
 
 TEST(Secure, FreeOfAStackAddress) {
