@@ -324,7 +324,9 @@ static void mi_error_vmessage(bool misuse, int err, const char* fmt, va_list arg
   mi_error_fun* handler = mi_error_handler;
   if (handler != NULL) handler(err, mi_error_arg);
   else mi_error_default(err);
-  errno = err;   // the operation now fails in its documented way
+  // a failing allocation sets errno; misuse comes from operations that
+  // cannot fail (free, usable_size, collecting lists) and leaves it alone
+  if (!misuse) errno = err;
 }
 
 void _mi_error_message(int err, const char* fmt, ...) {

@@ -8,7 +8,9 @@
 
   Conventions: sizes and addresses passed in are multiples of the OS page size
   (`_mi_prim_page_size`). Functions returning int return 0 on success or an
-  errno value; they never print (the caller decides what to report).
+  errno value, and leave `errno` itself as they found it (they run inside
+  free, which must keep it); they never print (the caller decides what to
+  report).
 -----------------------------------------------------------------------------*/
 #pragma once
 #ifndef MIMALLOC_PRIM_H

@@ -56,11 +56,19 @@ void _mi_prim_init(size_t* page_size, size_t* large_page_size) {
 // Memory
 // ---------------------------------------------------------------------------
 
+// The calls below leave errno as they found it (they run inside malloc and
+// free, and free keeps errno); a failure is returned as the errno value.
+static int unix_result(bool failed, int saved_errno) {
+  const int err = (failed ? errno : 0);
+  errno = saved_errno;
+  return err;
+}
+
 static int unix_mmap(void* hint, size_t size, int protect, int flags, void** addr) {
+  const int saved = errno;
   void* p = mmap(hint, size, protect, flags, -1, 0);
-  if (p == MAP_FAILED) { *addr = NULL; return errno; }
-  *addr = p;
-  return 0;
+  *addr = (p == MAP_FAILED ? NULL : p);
+  return unix_result(p == MAP_FAILED, saved);
 }
 
 int _mi_prim_alloc(void* hint, size_t size, bool commit, bool try_large,
@@ -79,39 +87,45 @@ int _mi_prim_alloc(void* hint, size_t size, bool commit, bool try_large,
   #endif
   int err = unix_mmap(hint, size, protect, flags, addr);
   #if defined(MADV_HUGEPAGE)
-  if (err == 0 && try_large) { madvise(*addr, size, MADV_HUGEPAGE); }
+  if (err == 0 && try_large) { const int saved = errno; madvise(*addr, size, MADV_HUGEPAGE); errno = saved; }
   #endif
   return err;
 }
 
 int _mi_prim_free(void* addr, size_t size) {
-  return (munmap(addr, size) == -1 ? errno : 0);
+  const int saved = errno;
+  return unix_result(munmap(addr, size) == -1, saved);
 }
 
 int _mi_prim_commit(void* addr, size_t size, bool* is_zero) {
   *is_zero = false;
-  return (mprotect(addr, size, PROT_READ | PROT_WRITE) == -1 ? errno : 0);
+  const int saved = errno;
+  return unix_result(mprotect(addr, size, PROT_READ | PROT_WRITE) == -1, saved);
 }
 
 int _mi_prim_decommit(void* addr, size_t size) {
   // Re-mapping over the range drops the pages and the commit charge in one call.
+  const int saved = errno;
   void* p = mmap(addr, size, PROT_NONE, MAP_FIXED | MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-  return (p == MAP_FAILED ? errno : 0);
+  return unix_result(p == MAP_FAILED, saved);
 }
 
 int _mi_prim_purge(void* addr, size_t size) {
-  int err = 0;
-  while ((err = madvise(addr, size, MADV_DONTNEED)) != 0 && errno == EAGAIN) { errno = 0; }
-  return (err != 0 ? errno : 0);
+  const int saved = errno;
+  int r;
+  while ((r = madvise(addr, size, MADV_DONTNEED)) != 0 && errno == EAGAIN) { }
+  return unix_result(r != 0, saved);
 }
 
 int _mi_prim_protect(void* addr, size_t size, bool protect) {
-  return (mprotect(addr, size, protect ? PROT_NONE : (PROT_READ | PROT_WRITE)) == -1 ? errno : 0);
+  const int saved = errno;
+  return unix_result(mprotect(addr, size, protect ? PROT_NONE : (PROT_READ | PROT_WRITE)) == -1, saved);
 }
 
 int _mi_prim_hint_huge(void* addr, size_t size) {
   #if defined(MADV_HUGEPAGE)
-  return (madvise(addr, size, MADV_HUGEPAGE) == -1 ? errno : 0);
+  const int saved = errno;
+  return unix_result(madvise(addr, size, MADV_HUGEPAGE) == -1, saved);
   #else
   (void)addr; (void)size; return 0;
   #endif

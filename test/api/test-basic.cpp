@@ -9,6 +9,8 @@
 #include <mimalloc.h>
 
 #include <climits>
+#include <cerrno>
+#include <sys/mman.h>
 #include <cstdlib>
 #include <string>
 #include <thread>
@@ -575,4 +577,30 @@ TEST(Basic, TypedMacros) {
   mi_free(hc);
   mi_free(hn);
   mi_heap_delete(h);
+}
+
+// free keeps errno (POSIX 2024; glibc since 2.33), also when it reports a
+// misuse or returns memory to the OS, and so does a successful realloc.
+TEST(Basic, FreeAndReallocKeepErrno) {
+  mi_option_enable(mi_option_secure_continue);   // secure builds: report the bad free, go on
+  const size_t unit = 4 * MiB;
+  uint8_t* area = (uint8_t*)mmap(nullptr, 3 * unit, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  ASSERT_NE(area, MAP_FAILED);
+  uint8_t* foreign = (uint8_t*)(((uintptr_t)area + unit - 1) & ~(uintptr_t)(unit - 1)) + 4096;
+  errno = ERANGE;
+  mi_free(opaque(foreign));   // not ours: reported (if shown) and ignored
+  EXPECT_EQ(errno, ERANGE);
+  munmap(area, 3 * unit);
+
+  errno = ERANGE;
+  void* p = mi_malloc(dyn(100));
+  void* q = mi_realloc(p, dyn(300000));
+  ASSERT_NE(q, nullptr);
+  EXPECT_EQ(errno, ERANGE);
+  mi_free(q);
+  void* big = mi_malloc(dyn(64 * MiB));   // a huge block, whose free returns memory
+  mi_free(big);
+  mi_collect(true);                       // purges now
+  EXPECT_EQ(errno, ERANGE);
+  mi_option_disable(mi_option_secure_continue);
 }
