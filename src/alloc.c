@@ -387,13 +387,13 @@ static mi_decl_noinline mi_decl_cold void mi_free_invalid(const void* p) {
 #if (MI_SECURE >= 4)
 // Secure builds: is `p` the start of a block handed out by a page in use
 // (or, in a page of aligned blocks, inside one)? Reports when it is not.
-static mi_decl_noinline bool mi_is_block_start_slow(const mi_segment_t* segment, const mi_page_t* page, const void* p) {
+static mi_decl_noinline bool mi_is_block_start_slow(const mi_page_t* page, const void* p) {
   if (!page->segment_in_use || page->xblock_size == 0) {
     _mi_misuse_message(EINVAL, "mi_free: invalid pointer (in an unused page): %p\n", p);
     return false;
   }
   if (mi_page_has_aligned(page)) return true;   // aligned blocks: any address inside one is found
-  const uint8_t* const start = _mi_page_start(segment, page, NULL);
+  const uint8_t* const start = page->page_start;
   const size_t ofs = (size_t)((const uint8_t*)p - start);
   const size_t bsize = mi_page_block_size(page);
   if ((const uint8_t*)p < start || ofs % bsize != 0 || ofs / bsize >= page->capacity) {
@@ -403,15 +403,14 @@ static mi_decl_noinline bool mi_is_block_start_slow(const mi_segment_t* segment,
   return true;
 }
 
-static inline bool mi_is_block_start(const mi_segment_t* segment, const mi_page_t* page, const void* p) {
+static inline bool mi_is_block_start(const mi_page_t* page, const void* p) {
   if (mi_likely(page->segment_in_use && page->xblock_size != 0 && !mi_page_has_aligned(page))) {
-    (void)segment;
     const size_t ofs = (size_t)((const uint8_t*)p - page->page_start);   // huge below the start
     const size_t bsize = mi_page_block_size(page);
     const bool aligned = ((bsize & (bsize - 1)) == 0 ? (ofs & (bsize - 1)) == 0 : ofs % bsize == 0);
     if (mi_likely(aligned && ofs < (size_t)page->capacity * bsize)) return true;
   }
-  return mi_is_block_start_slow(segment, page, p);
+  return mi_is_block_start_slow(page, p);
 }
 #endif
 
@@ -477,7 +476,7 @@ void mi_free(void* p) mi_attr_noexcept {
   #endif
   mi_page_t* const page = _mi_segment_page_of(segment, p);
   #if (MI_SECURE >= 4)
-  if (mi_unlikely(!mi_is_block_start(segment, page, p))) return;
+  if (mi_unlikely(!mi_is_block_start(page, p))) return;
   #elif (MI_DEBUG > 0)
   if (mi_unlikely(((uintptr_t)p & (MI_INTPTR_SIZE - 1)) != 0 && !mi_page_has_aligned(page))) {
     _mi_misuse_message(EINVAL, "mi_free: invalid (unaligned) pointer: %p\n", p);
