@@ -142,6 +142,8 @@ void       _mi_abandoned_reclaim_all(mi_heap_t* heap, mi_segments_tld_t* tld);
 void       _mi_segments_collect(bool force, mi_segments_tld_t* tld);
 mi_segment_t* _mi_segment_of_unit_aligned(const void* p);
 void       _mi_segment_huge_page_free(mi_segment_t* segment, mi_page_t* page, mi_block_t* block);
+void       _mi_segment_huge_page_purge(mi_segment_t* segment, mi_page_t* page);
+uintptr_t  _mi_segment_await_abandon(const mi_segment_t* segment, uintptr_t owner, bool* gave_up);
 void       _mi_segments_fork_child(void);
 
 // page-queue.c
@@ -367,6 +369,13 @@ static inline uintptr_t _mi_ptr_cookie(const void* p) {
 // The segment unit containing p (for NULL: NULL).
 static inline mi_segment_t* _mi_ptr_segment(const void* p) {
   return (mi_segment_t*)((uintptr_t)p & ~MI_SEGMENT_MASK);
+}
+
+// An abandoned segment in a region is found through its region's abandoned
+// bitmap (reclaim scan, sweep); the others (huge segments, segments mapped
+// straight from the OS) only by a thread that frees into them.
+static inline bool mi_segment_in_abandoned_set(const mi_segment_t* segment) {
+  return (segment->memid.region_idx > 0 && segment->page_kind != MI_PAGE_HUGE);
 }
 
 static inline size_t mi_segment_page_index(const mi_segment_t* segment, const void* p) {

@@ -153,6 +153,7 @@ typedef struct mi_padding_s {
 
 #define MI_RECLAIM_TRIES                  (8)       // abandoned segments inspected per fresh-page request
 #define MI_RECLAIM_FORCE_VISITS           (3)       // a segment passed over this often is reclaimed anyway
+#define MI_ABANDON_AWAIT_MAX              (4096)    // yields a remote free waits for an owner abandoning a multi-page segment outside the abandoned set
 
 // Regions: the process-wide memory layer.
 #define MI_REGION_BLOCKS                  (MI_INTPTR_BITS)                 // 64 segment blocks each
@@ -270,6 +271,7 @@ typedef struct mi_segment_s {
   bool       mem_is_committed;  // the whole segment is accessible
   uint8_t    huge_fresh;        // huge: 0 reused memory, 1 fresh (a probe), 2 fresh and populated
   bool       guarded;           // secure builds: the guard pages are installed
+  bool       huge_purged;       // huge: another thread freed the block and purged its memory (written before it hands the block back)
 
   struct mi_segment_s* next;    // free-segment queue links (owner only)
   struct mi_segment_s* prev;

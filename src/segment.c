@@ -443,10 +443,14 @@ void _mi_segment_abandoned_free_note(void) {
   _mi_segments_try_sweep_abandoned();
 }
 
-// The segment is claimed by the sweep (its abandoned bit cleared, owner id 0).
-static void mi_abandoned_sweep_visit(mi_segment_t* segment, void* arg) {
-  const int64_t now = *(const int64_t*)arg;
-  for (size_t i = 0; i < segment->capacity; i++) {   // (huge segments are never in the abandoned set)
+static void mi_segment_huge_fresh_free(mi_segment_t* segment);
+
+// Look after a claimed abandoned segment (owner id ours, no heap): collect the
+// blocks other threads freed into it, give its empty pages back, and free it
+// if it became empty (false), else perform its due purges (true: the caller
+// abandons it again).
+static bool mi_segment_abandoned_collect(mi_segment_t* segment, int64_t now) {
+  for (size_t i = 0; i < segment->capacity; i++) {
     mi_page_t* page = &segment->pages[i];
     if (!page->segment_in_use) continue;
     _mi_page_free_collect(page, false);
@@ -459,12 +463,18 @@ static void mi_abandoned_sweep_visit(mi_segment_t* segment, void* arg) {
   }
   if (segment->used == 0) {
     mi_stat_decrease(NULL, segments_abandoned, 1);
+    if (segment->page_kind == MI_PAGE_HUGE) mi_segment_huge_fresh_free(segment);
     mi_segment_purge_clear(segment, NULL);
     mi_segment_os_free(segment, false, NULL);
-    return;
+    return false;
   }
   mi_segment_purge_due(segment, now, false);
-  mi_segment_mark_abandoned(segment);
+  return true;
+}
+
+// The segment is claimed by the sweep (its abandoned bit cleared, owner id 0).
+static void mi_abandoned_sweep_visit(mi_segment_t* segment, void* arg) {
+  if (mi_segment_abandoned_collect(segment, *(const int64_t*)arg)) mi_segment_mark_abandoned(segment);
 }
 
 void _mi_segments_try_sweep_abandoned(void) {
@@ -669,6 +679,10 @@ static void mi_segment_os_free(mi_segment_t* segment, bool purge_now, mi_stats_t
   // reset pages go back as plain region memory (the region purges it later);
   // a segment that committed page by page is made whole, so its memory goes
   // back fully committed and the next user commits nothing
+  if (segment->huge_purged) {   // counted as reset by the thread that purged it
+    mi_page_unreset_stat(segment, &segment->pages[0]);
+    segment->huge_purged = false;
+  }
   bool whole = segment->mem_is_committed;
   for (size_t i = 0; i < segment->capacity; i++) {
     mi_page_t* page = &segment->pages[i];
@@ -693,8 +707,6 @@ static void mi_segment_os_free(mi_segment_t* segment, bool purge_now, mi_stats_t
   _mi_region_free(segment, segment->mem_size, segment->memid, whole,
                   purge_now || mi_option_get(mi_option_segment_reset) != 0);
 }
-
-static void mi_segment_huge_fresh_free(mi_segment_t* segment);
 
 static void mi_segment_free(mi_segment_t* segment, bool force, mi_segments_tld_t* tld) {
   mi_assert_internal(segment->used == 0);
@@ -802,12 +814,13 @@ void _mi_segment_page_free(mi_page_t* page, bool force, mi_segments_tld_t* tld) 
 // segments, its abandoned bit. Its pending purges go to the process-wide sweep.
 static void mi_segment_mark_abandoned(mi_segment_t* segment) {
   mi_atomic_store_release(&segment->thread_id, 0);
-  if (segment->memid.region_idx > 0 && segment->page_kind != MI_PAGE_HUGE) {
+  if (mi_segment_in_abandoned_set(segment)) {
     mi_abandoned_sweep_note(segment->purge_expire);
     _mi_region_abandon(segment);   // findable by the reclaim scan
   }
   // else: claimed by whoever frees into it (CAS on thread_id; see
-  // _mi_segment_huge_page_free and _mi_segment_reclaim_on_free)
+  // _mi_segment_huge_page_free, _mi_segment_reclaim_on_free and
+  // _mi_segment_await_abandon)
 }
 
 static void mi_segment_abandon(mi_segment_t* segment, mi_segments_tld_t* tld) {
@@ -861,7 +874,7 @@ void _mi_segment_page_abandon(mi_page_t* page, mi_segments_tld_t* tld) {
 // Take ownership of an abandoned segment (the token is the bitmap bit for
 // region segments, else the owner id).
 static bool mi_segment_claim(mi_segment_t* segment) {
-  if (segment->memid.region_idx > 0 && segment->page_kind != MI_PAGE_HUGE) {
+  if (mi_segment_in_abandoned_set(segment)) {
     if (!_mi_region_claim_abandoned(segment)) return false;
     mi_atomic_store_release(&segment->thread_id, _mi_thread_id());
     return true;
@@ -942,7 +955,7 @@ static mi_segment_t* mi_segment_reclaim(mi_segment_t* segment, mi_heap_t* heap, 
 // scan nor the abandoned sweep can find it, so the freeing thread claims it
 // and reclaims it into its backing heap. Bounded: one segment's page descriptors.
 bool _mi_segment_reclaim_on_free(mi_segment_t* segment, mi_heap_t* heap) {
-  mi_assert_internal(segment->memid.region_idx == 0 && segment->page_kind != MI_PAGE_HUGE);
+  mi_assert_internal(!mi_segment_in_abandoned_set(segment) && segment->page_kind != MI_PAGE_HUGE);
   if (!mi_heap_is_initialized(heap)) return false;
   mi_heap_t* backing = heap->tld->heap_backing;
   if (!mi_segment_claim(segment)) return false;
@@ -969,6 +982,49 @@ void _mi_segment_huge_page_free(mi_segment_t* segment, mi_page_t* page, mi_block
   segment->abandoned = 0;
   mi_segment_huge_fresh_free(segment);   // a probe freed by another thread counts too
   mi_segment_os_free(segment, false, NULL);
+}
+
+// A huge block freed by another thread while its owner lives goes back to the
+// owner through the owner heap's delayed list, and the owner gives the
+// segment back at its next slow path, which may be far off (a thread blocked
+// in a read). So the freeing thread purges the block's memory before it
+// hands the block over: the resident set drops at once, and only the address
+// range waits for the owner. (1.6 abandoned huge segments at allocation, so
+// that any thread freed them at once; ours stay owned by their heap, so that
+// heap visiting, mi_heap_destroy and mi_heap_contains_block see them.)
+void _mi_segment_huge_page_purge(mi_segment_t* segment, mi_page_t* page) {
+  mi_assert_internal(segment->page_kind == MI_PAGE_HUGE && page == &segment->pages[0]);
+  if (segment->mem_is_fixed) return;
+  mi_segment_huge_fresh_free(segment);   // a probe is measured before its memory goes
+  segment->huge_fresh = 0;
+  size_t psize;
+  uint8_t* start = _mi_segment_page_start(segment, page, 0, &psize, NULL);
+  segment->huge_purged = _mi_os_reset(start, psize);
+}
+
+// A thread frees a block into a segment outside the abandoned set (huge, or
+// mapped straight from the OS) whose owner is abandoning the block's page
+// (MI_NEVER_DELAYED_FREE: the owner thread ends, or deletes its backing
+// heap). A block pushed on the page's thread_free now could land after the
+// owner's last look at the page, and then nobody would ever collect it (no
+// scan finds such segments). So the freeing thread, which still holds its
+// block (the segment cannot go away), waits until the owner lets go of the
+// segment and then frees as into any abandoned segment. A huge segment is let
+// go of as soon as its one page is abandoned; a segment of several pages may
+// stay owned (its thread deleted its backing heap and goes on), so that wait
+// is bounded (`*gave_up`: push after all). Returns the owner id now.
+uintptr_t _mi_segment_await_abandon(const mi_segment_t* segment, uintptr_t owner, bool* gave_up) {
+  mi_assert_internal(!mi_segment_in_abandoned_set(segment) && owner != 0 && owner != MI_THREAD_ID_VANISHED);
+  size_t spins = 0;
+  uintptr_t now;
+  while ((now = mi_atomic_load_acquire(&((mi_segment_t*)segment)->thread_id)) == owner) {
+    if (segment->page_kind != MI_PAGE_HUGE && ++spins > MI_ABANDON_AWAIT_MAX) {
+      *gave_up = true;
+      break;
+    }
+    mi_atomic_yield();
+  }
+  return now;
 }
 
 // Try up to MI_RECLAIM_TRIES abandoned segments for one that serves the request.
