@@ -337,7 +337,6 @@ static mi_decl_noinline bool mi_free_block_mt(mi_page_t* page, mi_block_t* block
   if (mi_unlikely(use_delayed)) {
     // the heap cannot go away while we hold DELAYED_FREEING
     mi_heap_t* const heap = (mi_heap_t*)mi_atomic_load_acquire(&page->xheap);
-    mi_assert_internal(heap != NULL);
     if (heap != NULL) {
       mi_block_t* dfree = mi_atomic_load_relaxed(&heap->thread_delayed_free);
       do {
@@ -359,7 +358,15 @@ static mi_decl_noinline bool mi_free_block_mt(mi_page_t* page, mi_block_t* block
   return true;
 }
 
+// A local free goes into a page of one of this thread's heaps (the segment's
+// owner id is this thread's; a fork child never reuses a vanished thread's
+// id). (While a thread ends, its default heap is already the empty one.)
+#define mi_assert_local_page(page) \
+  mi_assert_internal(mi_page_heap(page) == NULL || !mi_heap_is_initialized(mi_get_default_heap()) || \
+                     mi_page_heap(page)->tld == mi_get_default_heap()->tld)
+
 static inline void mi_free_block_local(mi_page_t* page, mi_block_t* block) {
+  mi_assert_local_page(page);
   mi_block_set_next(page, block, page->local_free);
   page->local_free = block;
   page->used--;
@@ -514,6 +521,7 @@ void mi_free(void* p) mi_attr_noexcept {
   const uintptr_t tid = _mi_thread_id();
   if (mi_likely(tid == mi_atomic_load_relaxed(&segment->thread_id) && mi_page_flags(page) == 0)) {
     mi_block_t* const block = (mi_block_t*)p;
+    mi_assert_local_page(page);
     mi_stat_free(page, block);
     if (!mi_free_checks(page, block, true)) return;
     mi_block_set_next(page, block, page->local_free);

@@ -124,10 +124,12 @@ bool       _mi_region_claim_abandoned(mi_segment_t* segment);
 mi_segment_t* _mi_region_next_abandoned(size_t* cursor);
 void       _mi_region_visit_abandoned(void (*fn)(mi_segment_t* segment, void* arg), void* arg);
 size_t     _mi_region_abandoned_count(void);
-void       _mi_region_visit_segments(void (*fn)(mi_segment_t* segment));
-void       _mi_segment_map_allocated_at(const mi_segment_t* segment);
+
+// segment-map.c
+bool       _mi_segment_map_allocated_at(const mi_segment_t* segment);   // false: above the covered range
 void       _mi_segment_map_freed_at(const mi_segment_t* segment);
 bool       _mi_segment_map_contains(const void* segment);
+void       _mi_segment_map_visit(void (*fn)(mi_segment_t* segment, void* arg), void* arg);
 
 // segment.c
 #define _mi_segments_tld_stats(tld)  (((mi_tld_t*)((uint8_t*)(tld) - offsetof(mi_tld_t, segments)))->stats)
@@ -430,7 +432,7 @@ static inline mi_heap_t* mi_page_heap(const mi_page_t* page) {
 // since the blocks were last written by other threads.
 #if (MI_INTPTR_SIZE == 8)
 #define MI_TF_COUNTED     1
-#define MI_TF_COUNT_SHIFT 48
+#define MI_TF_COUNT_SHIFT MI_ADDRESS_BITS
 #define MI_TF_PTR_MASK    ((((uintptr_t)1 << MI_TF_COUNT_SHIFT) - 1) & ~(uintptr_t)0x03)
 #else
 #define MI_TF_COUNTED     0

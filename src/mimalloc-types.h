@@ -161,8 +161,15 @@ typedef struct mi_padding_s {
 #define MI_REGION_MAX                     (1024)                           // 256 GiB of region memory
 #define MI_REGION_MAX_OBJ_BLOCKS          (MI_REGION_BLOCKS/4)             // 16 blocks = 64 MiB
 
-// The segment map covers the whole user address space (47 bits): one bit per segment unit.
-#define MI_ADDRESS_BITS                   (47)
+// The user address space: x86-64 hands out addresses below 2^47 and arm64
+// below 2^48 (unless asked for more with an address hint, which we never do).
+// The segment map covers it (one bit per segment unit), a segment mapped
+// above it is refused, and so every block address fits in these bits.
+#if (MI_INTPTR_SIZE == 8)
+#define MI_ADDRESS_BITS                   (48)
+#else
+#define MI_ADDRESS_BITS                   (32)
+#endif
 #define MI_SEGMENT_MAP_BITS               ((size_t)1 << (MI_ADDRESS_BITS - MI_SEGMENT_SHIFT))
 
 // The owner id of segments of threads that vanished in a fork (a thread id is

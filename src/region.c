@@ -110,39 +110,6 @@ static void mi_region_note_expire(int64_t expire) {
 }
 
 // ---------------------------------------------------------------------------
-// The segment map: one bit per segment unit of the address space, set while
-// a segment starts there. Lets us validate a pointer in constant time without
-// dereferencing it. 4 MiB of .bss, touched only where segments live.
-// ---------------------------------------------------------------------------
-
-static _Atomic(uintptr_t) mi_segment_map[MI_SEGMENT_MAP_BITS / MI_INTPTR_BITS];
-
-static bool mi_segment_map_index(const void* segment, size_t* idx, uintptr_t* bit) {
-  const uintptr_t unit = (uintptr_t)segment >> MI_SEGMENT_SHIFT;
-  if (unit >= MI_SEGMENT_MAP_BITS) return false;
-  *idx = unit / MI_INTPTR_BITS;
-  *bit = (uintptr_t)1 << (unit % MI_INTPTR_BITS);
-  return true;
-}
-
-void _mi_segment_map_allocated_at(const mi_segment_t* segment) {
-  size_t idx; uintptr_t bit;
-  if (mi_segment_map_index(segment, &idx, &bit)) mi_atomic_or_acq_rel(&mi_segment_map[idx], bit);
-}
-
-void _mi_segment_map_freed_at(const mi_segment_t* segment) {
-  size_t idx; uintptr_t bit;
-  if (mi_segment_map_index(segment, &idx, &bit)) mi_atomic_and_acq_rel(&mi_segment_map[idx], ~bit);
-}
-
-bool _mi_segment_map_contains(const void* segment) {
-  size_t idx; uintptr_t bit;
-  if (((uintptr_t)segment & MI_SEGMENT_MASK) != 0) return false;
-  if (!mi_segment_map_index(segment, &idx, &bit)) return false;
-  return ((mi_atomic_load_acquire(&mi_segment_map[idx]) & bit) != 0);
-}
-
-// ---------------------------------------------------------------------------
 // Region set-up and tear-down
 // ---------------------------------------------------------------------------
 
@@ -529,27 +496,6 @@ void _mi_region_visit_abandoned(void (*fn)(mi_segment_t* segment, void* arg), vo
       if ((mi_atomic_and_acq_rel(&region->abandoned, ~bit) & bit) == 0) continue;   // taken meanwhile
       mi_atomic_sub_relaxed(&abandoned_count, 1);
       fn((mi_segment_t*)(start + i * MI_SEGMENT_SIZE), arg);
-    }
-  }
-}
-
-// ---------------------------------------------------------------------------
-// Visiting all segments in regions (used after fork)
-// ---------------------------------------------------------------------------
-
-// Call `fn` for every segment that starts in a live region.
-void _mi_region_visit_segments(void (*fn)(mi_segment_t* segment)) {
-  const size_t count = mi_atomic_load_acquire(&regions_count);
-  for (size_t i = 0; i < count; i++) {
-    mem_region_t* region = &regions[i];
-    if (mi_atomic_load_acquire(&region->state) != MI_REGION_LIVE) continue;
-    uintptr_t in_use = mi_atomic_load_acquire(&region->in_use);
-    uint8_t* start = (uint8_t*)mi_atomic_load_acquire(&region->start);
-    while (in_use != 0) {
-      const size_t bit = mi_ctz(in_use);
-      in_use &= ~((uintptr_t)1 << bit);
-      mi_segment_t* segment = (mi_segment_t*)(start + bit * MI_SEGMENT_SIZE);
-      if (_mi_segment_map_contains(segment)) fn(segment);   // a segment starts here
     }
   }
 }

@@ -657,8 +657,14 @@ static mi_segment_t* mi_segment_alloc(size_t required, mi_page_kind_t page_kind,
   segment->segment_info_size = info_size;
   segment->aligned_block = (big_aligned ? (uint8_t*)segment + block_ofs : NULL);
   segment->cookie = _mi_ptr_cookie(segment);
+  if (!_mi_segment_map_allocated_at(segment)) {
+    // above the address range the map covers (only an OS that hands out more
+    // than MI_ADDRESS_BITS without being asked would): free could not find it
+    _mi_error_message(ENOMEM, "segment mapped above the supported address range: %p\n", (void*)segment);
+    _mi_region_free(segment, mem_size, memid, is_committed, false);
+    return NULL;
+  }
   mi_atomic_store_release(&segment->thread_id, _mi_thread_id());
-  _mi_segment_map_allocated_at(segment);
   mi_segments_track_size((long)segment_size, tld);
   mi_stat_increase(&_mi_segments_tld_stats(tld), segments, 1);
   mi_segment_guards(segment, true);
@@ -1209,16 +1215,23 @@ mi_segment_t* _mi_segment_of_unit_aligned(const void* p) {
 // After fork: only the forking thread exists in the child
 // ---------------------------------------------------------------------------
 
-// A segment of a thread that does not exist in the child may be half-way
-// through an update (that thread was running when fork() copied memory), so
-// the child must never reuse it: it gets an owner id no thread can have, so a
-// new thread that inherits the vanished thread's stack (and so its thread id)
-// cannot mistake it for its own, and nobody reclaims it. Frees into it are
-// remote frees that are never collected: the child leaks that memory, which
-// 1.6 did too. Nothing is written but the owner id (few copy-on-write faults).
-// A page of the forking thread that a vanished thread left in DELAYED_FREEING
-// goes back to USE_DELAYED_FREE.
-static void mi_segment_fork_child(mi_segment_t* segment) {
+// Every segment is visited (through the segment map: those in regions, huge
+// ones and those mapped straight from the OS alike). A segment of a thread
+// that does not exist in the child may be half-way through an update (that
+// thread was running when fork() copied memory), so the child must never
+// reuse it: it gets an owner id no thread can have, so a new thread that
+// inherits the vanished thread's stack (and so its thread id) cannot mistake
+// it for its own, and nobody reclaims it. Frees into it are remote frees that
+// are never collected: the child leaks that memory, which 1.6 did too.
+// Abandoned segments in regions get that id as well (a vanished thread may
+// have cleared a segment's abandoned bit without storing its own id yet);
+// an abandoned segment outside the regions is claimed by a CAS of its owner
+// id from 0, which no vanished thread completed if the id is still 0, so it
+// stays abandoned and the child frees into it normally. Nothing is written
+// but the owner id (few copy-on-write faults). A page of the forking thread
+// that a vanished thread left in DELAYED_FREEING goes back to USE_DELAYED_FREE.
+static void mi_segment_fork_child(mi_segment_t* segment, void* arg) {
+  (void)arg;
   const uintptr_t owner = mi_atomic_load_relaxed(&segment->thread_id);
   if (owner == _mi_thread_id()) {
     for (size_t i = 0; i < segment->capacity; i++) {
@@ -1230,14 +1243,13 @@ static void mi_segment_fork_child(mi_segment_t* segment) {
       }
     }
   }
-  else if (owner != MI_THREAD_ID_VANISHED) {
-    // also abandoned ones: a thread may have been claiming one at the fork
+  else if (owner != MI_THREAD_ID_VANISHED && (owner != 0 || mi_segment_in_abandoned_set(segment))) {
     mi_atomic_store_release(&segment->thread_id, MI_THREAD_ID_VANISHED);
   }
 }
 
 void _mi_segments_fork_child(void) {
-  _mi_region_visit_segments(&mi_segment_fork_child);
+  _mi_segment_map_visit(&mi_segment_fork_child, NULL);
 }
 
 // Is p inside one of our segments? Constant time through the segment map; a

@@ -19,6 +19,7 @@
 #include "stats.c"
 #include "random.c"
 #include "os.c"
+#include "segment-map.c"
 #include "region.c"
 #include "segment.c"
 #include "page-queue.c"
