@@ -43,6 +43,7 @@ void   _mi_warning_message(const char* fmt, ...);
 void   _mi_error_message(int err, const char* fmt, ...);
 void   _mi_misuse_message(int err, const char* fmt, ...);   // heap misuse: fatal in secure builds
 void   _mi_errors_print_at_exit(void);
+int64_t _mi_purge_delay(void);   // option reset_delay, capped (ms)
 mi_decl_cold void _mi_assert_fail(const char* assertion, const char* fname, unsigned int line, const char* func);
 
 // init.c

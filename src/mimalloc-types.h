@@ -153,6 +153,7 @@ typedef struct mi_padding_s {
 
 #define MI_RECLAIM_TRIES                  (8)       // abandoned segments inspected per fresh-page request
 #define MI_RECLAIM_FORCE_VISITS           (3)       // a segment passed over this often is reclaimed anyway
+#define MI_PURGE_DELAY_MAX                ((int64_t)1 << 40)  // ms (35 years): reset_delay is capped to it, so clock + delay never overflows
 #define MI_ABANDON_AWAIT_MAX              (4096)    // yields a remote free waits for an owner abandoning a multi-page segment outside the abandoned set
 
 // Regions: the process-wide memory layer.
@@ -237,14 +238,19 @@ typedef struct mi_page_s {
   #if defined(MI_ENCODE_FREELIST)
   uintptr_t keys[2];            // per-page keys of the encoded free lists
   #endif
-  uint32_t used;                // blocks in use; while unused and purge-pending: the purge expiry (ms)
+  uint32_t used;                // blocks in use
   uint32_t xblock_size;         // block size, or MI_HUGE_BLOCK_SIZE (then derive from the segment)
   mi_block_t* local_free;       // blocks freed by the owner (owner only)
   _Atomic(mi_thread_free_t) xthread_free;  // blocks freed by other threads | delayed state
   _Atomic(uintptr_t) xheap;     // owning heap, or 0 when abandoned
 
-  struct mi_page_s* next;       // heap queue links
-  struct mi_page_s* prev;
+  union {
+    struct {
+      struct mi_page_s* next;   // heap queue links (a page in use)
+      struct mi_page_s* prev;
+    };
+    int64_t purge_expire;       // an unused page whose purge is pending: when it is due (ms)
+  };
   #if (MI_SECURE > 0)
   uint8_t* page_start;          // the block area (secure builds check every freed pointer against it)
   #endif

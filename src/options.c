@@ -131,6 +131,14 @@ void mi_option_set_default(mi_option_t option, long value) {
   }
 }
 
+// The purge delay (option reset_delay) in ms, from 0 to MI_PURGE_DELAY_MAX:
+// every expiry is then `clock + delay` in 64 bits, without overflow.
+int64_t _mi_purge_delay(void) {
+  const long delay = mi_option_get(mi_option_reset_delay);
+  if (delay <= 0) return 0;
+  return ((uint64_t)delay >= (uint64_t)MI_PURGE_DELAY_MAX ? MI_PURGE_DELAY_MAX : (int64_t)delay);
+}
+
 bool mi_option_is_enabled(mi_option_t option) {
   return (mi_option_get(option) != 0);
 }

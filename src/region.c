@@ -99,10 +99,6 @@ static bool mi_bitmap_try_claim_mask(_Atomic(uintptr_t)* field, uintptr_t m) {
   return true;
 }
 
-static inline int64_t mi_region_delay(void) {
-  long delay = mi_option_get(mi_option_reset_delay);
-  return (delay < 0 ? 0 : delay);
-}
 
 // Make the process-wide earliest expiry no later than `expire`.
 static void mi_region_note_expire(int64_t expire) {
@@ -310,7 +306,7 @@ void _mi_region_free(void* p, size_t size, mi_memid_t memid, bool fully_committe
   if (fully_committed) mi_atomic_or_acq_rel(&region->commit, m);
   const bool fixed = (mi_atomic_load_relaxed(&region->is_large) != 0);
   if (!fixed) {
-    if (purge_now || mi_region_delay() == 0) {
+    if (purge_now || _mi_purge_delay() == 0) {
       if (_mi_os_reset(p, blocks * MI_SEGMENT_SIZE)) {
         mi_atomic_and_acq_rel(&region->dirty, ~m);
         mi_atomic_or_acq_rel(&region->purged, m);
@@ -325,7 +321,7 @@ void _mi_region_free(void* p, size_t size, mi_memid_t memid, bool fully_committe
       // arm the expiry if nothing is pending (also when a purge pass just
       // ended without re-arming it while we marked the young generation)
       int64_t expected = 0;
-      const int64_t expire = _mi_prim_clock_now() + mi_region_delay();
+      const int64_t expire = _mi_prim_clock_now() + _mi_purge_delay();
       if (mi_atomic_cas_strong_acq_rel(&region->purge_expire, &expected, expire)) mi_region_note_expire(expire);
     }
   }
@@ -391,7 +387,7 @@ static void mi_region_purge(mem_region_t* region, int64_t now, bool force) {
   // what is pending now (the promoted generation, or blocks we raced) is due one delay later
   if (mi_atomic_load_relaxed(&region->purge) != 0 || mi_atomic_load_relaxed(&region->purge_young) != 0) {
     int64_t zero = 0;
-    const int64_t next = now + mi_region_delay();
+    const int64_t next = now + _mi_purge_delay();
     if (mi_atomic_cas_strong_acq_rel(&region->purge_expire, &zero, next)) mi_region_note_expire(next);
   }
 }

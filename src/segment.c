@@ -238,7 +238,7 @@ static void mi_segments_track_size(long segment_size, mi_segments_tld_t* tld) {
 //
 // An unused page of a small or medium segment is not purged at once: its bit
 // is set in the segment's purge_mask with an expiry `reset_delay` ms ahead
-// (kept in page->used while the page is unused), and the segment joins its
+// (kept in the unused page's descriptor), and the segment joins its
 // owner's purge list. Claiming the page before then clears the bit: no system
 // call. When a segment's earliest expiry has passed, every pending page of it
 // that is due (or due within a quarter of the delay) is purged, one system
@@ -250,11 +250,6 @@ static void mi_segments_track_size(long segment_size, mi_segments_tld_t* tld) {
 // (_mi_segments_try_sweep_abandoned) purges them when they are due. So a thread
 // that ends purges nothing itself, and a segment reclaimed soon after by the
 // next thread is used again without a purge and a refault.
-
-static int64_t mi_purge_delay(void) {
-  const long delay = mi_option_get(mi_option_reset_delay);
-  return (delay < 0 ? 0 : delay);
-}
 
 static bool mi_page_is_purgeable(const mi_segment_t* segment, const mi_page_t* page) {
   return (!segment->mem_is_fixed && page->is_committed && !page->is_reset);
@@ -325,19 +320,17 @@ static void mi_segment_purge_due(mi_segment_t* segment, int64_t now, bool force)
   if (segment->purge_mask == 0) return;
   if (!force && now < segment->purge_expire) return;
   // pages due within a quarter of the delay go along: fewer, longer runs
-  const uint32_t horizon = (uint32_t)(now + mi_purge_delay() / 4);
+  const int64_t horizon = now + _mi_purge_delay() / 4;
   uint64_t due = 0;
   int64_t next = 0;
   for (uint64_t m = segment->purge_mask; m != 0; m &= m - 1) {
     mi_page_t* page = &segment->pages[mi_ctz(m)];
-    const uint32_t expire = page->used;   // ms, truncated to 32 bits: compare by difference
-    if (force || (int32_t)(horizon - expire) >= 0) {
+    if (force || page->purge_expire <= horizon) {
       due |= mi_segment_page_bit(page);
-      page->used = 0;
+      page->purge_expire = 0;
     }
-    else {
-      const int64_t e = now + (int32_t)(expire - (uint32_t)now);   // back to 64 bits
-      if (next == 0 || e < next) next = e;
+    else if (next == 0 || page->purge_expire < next) {
+      next = page->purge_expire;
     }
   }
   segment->purge_mask &= ~due;
@@ -348,20 +341,24 @@ static void mi_segment_purge_due(mi_segment_t* segment, int64_t now, bool force)
 // An unused page: purge it after the delay, unless it is claimed before.
 // `tld` is the owner's, or NULL for an abandoned segment (the sweep's).
 static void mi_segment_purge_add(mi_segment_t* segment, mi_page_t* page, mi_segments_tld_t* tld) {
-  mi_assert_internal(!page->segment_in_use && page->used == 0);
+  mi_assert_internal(!page->segment_in_use && page->used == 0 && page->purge_expire == 0);
   if (!mi_option_is_enabled(mi_option_page_reset)) return;
   if (segment->page_kind > MI_PAGE_MEDIUM || !mi_page_is_purgeable(segment, page)) return;
-  const int64_t delay = mi_purge_delay();
+  const int64_t delay = _mi_purge_delay();
   if (delay == 0) {
     mi_segment_purge_pages(segment, mi_segment_page_bit(page));
     return;
   }
   const int64_t expire = _mi_prim_clock_now() + delay;
-  page->used = (uint32_t)expire;
+  page->purge_expire = expire;
   segment->purge_mask |= mi_segment_page_bit(page);
   if (segment->purge_expire == 0) {
     segment->purge_expire = expire;
     if (tld != NULL) mi_purge_list_add(segment, tld);
+  }
+  else if (expire < segment->purge_expire) {   // (the delay was shortened meanwhile)
+    segment->purge_expire = expire;
+    if (tld != NULL && expire < tld->purge.expire) tld->purge.expire = expire;
   }
 }
 
@@ -370,7 +367,7 @@ static void mi_segment_purge_cancel(mi_segment_t* segment, mi_page_t* page, mi_s
   const uint64_t bit = mi_segment_page_bit(page);
   if ((segment->purge_mask & bit) == 0) return;
   segment->purge_mask &= ~bit;
-  page->used = 0;
+  page->purge_expire = 0;
   if (segment->purge_mask == 0) {
     segment->purge_expire = 0;
     mi_purge_list_remove(segment, tld);
@@ -382,7 +379,7 @@ static void mi_segment_purge_cancel(mi_segment_t* segment, mi_page_t* page, mi_s
 // to the region, which purges it after its own delay).
 static void mi_segment_purge_clear(mi_segment_t* segment, mi_segments_tld_t* tld) {
   mi_purge_list_remove(segment, tld);
-  for (uint64_t m = segment->purge_mask; m != 0; m &= m - 1) segment->pages[mi_ctz(m)].used = 0;
+  for (uint64_t m = segment->purge_mask; m != 0; m &= m - 1) segment->pages[mi_ctz(m)].purge_expire = 0;
   segment->purge_mask = 0;
   segment->purge_expire = 0;
 }
@@ -435,7 +432,7 @@ static mi_decl_thread uint32_t mi_abandoned_frees;   // frees into abandoned seg
 // is due on every 64th such free of this thread.
 void _mi_segment_abandoned_free_note(void) {
   if (mi_atomic_load_relaxed(&mi_abandoned_sweep_expire) == 0) {
-    mi_abandoned_sweep_note(_mi_prim_clock_now() + mi_purge_delay());
+    mi_abandoned_sweep_note(_mi_prim_clock_now() + _mi_purge_delay());
   }
   else if ((++mi_abandoned_frees % 64) != 0) {
     return;
@@ -848,11 +845,11 @@ static void mi_segment_abandon(mi_segment_t* segment, mi_segments_tld_t* tld) {
     // nobody uses these pages until the segment is reclaimed, which the next
     // thread does at once or not for a while: purge them after a quarter of
     // the delay (measured, mstressN: peak RSS 56-62 -> 46-51 MiB, ~10% more faults)
-    const int64_t cap = _mi_prim_clock_now() + mi_purge_delay() / 4;
+    const int64_t cap = _mi_prim_clock_now() + _mi_purge_delay() / 4;
     if (segment->purge_expire > cap) segment->purge_expire = cap;
     for (uint64_t m = segment->purge_mask; m != 0; m &= m - 1) {
       mi_page_t* page = &segment->pages[mi_ctz(m)];
-      if ((int32_t)(page->used - (uint32_t)cap) > 0) page->used = (uint32_t)cap;
+      if (page->purge_expire > cap) page->purge_expire = cap;
     }
   }
   mi_segment_remove_from_free_queue(segment, tld);
