@@ -115,6 +115,7 @@ static void mi_heap_main_init(void) {
     _mi_heap_main.keys[0] = _mi_heap_random_next(&_mi_heap_main);
     _mi_heap_main.keys[1] = _mi_heap_random_next(&_mi_heap_main);
     mi_atomic_store_release(&thread_seed, _mi_heap_random_next(&_mi_heap_main));
+    _mi_os_init_hint(_mi_heap_random_next(&_mi_heap_main));
   }
 }
 

@@ -98,6 +98,7 @@ uintptr_t  _mi_os_random_weak(uintptr_t extra_seed);
 
 // os.c
 void       _mi_os_init(void);
+void       _mi_os_init_hint(uintptr_t random);   // process start: the random start of the hint area
 size_t     _mi_os_page_size(void);
 size_t     _mi_os_good_alloc_size(size_t size);
 void*      _mi_os_alloc(size_t size);                       // committed, for metadata

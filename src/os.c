@@ -98,6 +98,21 @@ void _mi_os_free_ex(void* p, size_t size, size_t committed) {
 #define MI_HINT_AREA  ((uintptr_t)4 << 40)   // random start within the first 4 TiB above the base
 #define MI_HINT_MAX   ((uintptr_t)30 << 40)  // wrap after 30 TiB
 static _Atomic(uintptr_t) aligned_base;
+static _Atomic(uintptr_t) aligned_start;   // where the bump pointer starts (and wraps to); 0: the base
+
+// At process start (one thread): the hint area starts at the base plus a
+// random multiple of the segment size (not in debug builds, which stay
+// repeatable). The random word comes from the caller, so that this layer
+// never touches a heap's generator (which belongs to its thread).
+void _mi_os_init_hint(uintptr_t random) {
+  uintptr_t start = MI_HINT_BASE;
+  #if (MI_DEBUG == 0)
+  start += (MI_SEGMENT_SIZE * ((random >> 17) & 0xFFFFF)) % MI_HINT_AREA;
+  #else
+  (void)random;
+  #endif
+  mi_atomic_store_release(&aligned_start, start);
+}
 
 // A hint address for a `size` bytes segment-aligned reservation, or NULL.
 static void* mi_os_get_aligned_hint(size_t try_alignment, size_t size) {
@@ -106,12 +121,9 @@ static void* mi_os_get_aligned_hint(size_t try_alignment, size_t size) {
   if (size > 1 * GiB) return NULL;   // keep the hint area for segments and regions
   uintptr_t hint = mi_atomic_add_acq_rel(&aligned_base, size);
   if (hint == 0 || hint > MI_HINT_MAX) {
-    // initialise (or wrap) at the base plus a random multiple of the segment size
-    uintptr_t init = MI_HINT_BASE;
-    #if (MI_DEBUG == 0)
-    uintptr_t r = _mi_heap_random_next(&_mi_heap_main);
-    init = init + ((MI_SEGMENT_SIZE * ((r >> 17) & 0xFFFFF)) % MI_HINT_AREA);
-    #endif
+    // initialise (or wrap) at the start
+    uintptr_t init = mi_atomic_load_acquire(&aligned_start);
+    if (init == 0) init = MI_HINT_BASE;
     uintptr_t expected = hint + size;
     mi_atomic_cas_strong_acq_rel(&aligned_base, &expected, init);
     hint = mi_atomic_add_acq_rel(&aligned_base, size);
@@ -120,6 +132,7 @@ static void* mi_os_get_aligned_hint(size_t try_alignment, size_t size) {
   return (void*)hint;
 }
 #else
+void _mi_os_init_hint(uintptr_t random) { (void)random; }
 static void* mi_os_get_aligned_hint(size_t try_alignment, size_t size) {
   (void)try_alignment; (void)size; return NULL;
 }
