@@ -25,6 +25,7 @@
 #define _POSIX_C_SOURCE 200809L
 
 #include <mimalloc.h>
+#include "statm.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -43,27 +44,8 @@
 #define EXIT_SKIP 77
 
 // ---------------------------------------------------------------------------
-// Resident and virtual size (read without stdio, which would allocate)
+// Resident and virtual size
 // ---------------------------------------------------------------------------
-
-static bool statm_read(size_t* vsize, size_t* rss) {
-  char buf[256];
-  const int fd = open("/proc/self/statm", O_RDONLY);
-  if (fd < 0) return false;
-  ssize_t n;
-  do { n = read(fd, buf, sizeof(buf) - 1); } while (n < 0 && errno == EINTR);
-  close(fd);
-  if (n <= 0) return false;
-  buf[n] = 0;
-  char* end;
-  const unsigned long long size = strtoull(buf, &end, 10);
-  const unsigned long long resident = strtoull(end, &end, 10);
-  const long page = sysconf(_SC_PAGESIZE);
-  if (page <= 0) return false;
-  *vsize = (size_t)size * (size_t)page;
-  *rss = (size_t)resident * (size_t)page;
-  return true;
-}
 
 static size_t rss_now(void) {
   size_t v, r;
