@@ -8,7 +8,7 @@
   asks "am I initialised?".
 
   The main thread uses a static heap and thread data; other threads take a
-  metadata block (heap + tld, ~4 KiB) from a small process-wide cache of
+  metadata block (heap + tld, ~6 KiB) from a small process-wide cache of
   blocks left by ended threads, or from the OS. Thread exit runs through a
   pthread key destructor: user heaps are deleted, the backing heap's pages
   are abandoned (see segment.c), and the metadata block goes back to the
@@ -103,7 +103,6 @@ static mi_tld_t tld_main = {
 };
 
 bool _mi_process_is_initialized = false;   // set once mi_process_init ran
-static _Atomic(size_t) thread_count = 1;
 static _Atomic(uintptr_t) thread_seed;      // split into each new thread's generator
 
 static void mi_heap_main_init(void) {
@@ -121,10 +120,6 @@ static void mi_heap_main_init(void) {
 
 bool _mi_is_main_thread(void) {
   return (_mi_heap_main.thread_id == 0 || _mi_heap_main.thread_id == _mi_thread_id());
-}
-
-size_t _mi_current_thread_count(void) {
-  return mi_atomic_load_relaxed(&thread_count);
 }
 
 // ---------------------------------------------------------------------------
@@ -242,7 +237,6 @@ void mi_thread_init(void) mi_attr_noexcept {
   mi_process_init();
   if (mi_heap_init()) {
     if (!_mi_is_main_thread()) {
-      mi_atomic_add_relaxed(&thread_count, 1);
       mi_stat_increase(&mi_get_default_heap()->tld->stats, threads, 1);
     }
   }
@@ -254,7 +248,7 @@ static void mi_thread_done_heap(mi_heap_t* heap) {
   if (!main_thread && mi_heap_is_initialized(heap)) {
     mi_stat_decrease(&heap->tld->stats, threads, 1);   // before the thread data is recycled
   }
-  if (mi_heap_done(heap) && !main_thread) mi_atomic_sub_relaxed(&thread_count, 1);
+  mi_heap_done(heap);
 }
 
 void mi_thread_done(void) mi_attr_noexcept {
@@ -296,7 +290,6 @@ static void mi_process_done(void) {
 
 // In a forked child only the forking thread exists.
 static void mi_fork_child(void) {
-  mi_atomic_store_relaxed(&thread_count, 1);
   _mi_segments_fork_child();
 }
 

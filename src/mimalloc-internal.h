@@ -55,8 +55,6 @@ extern bool            _mi_process_is_initialized;
 uintptr_t  _mi_random_shuffle(uintptr_t x);
 bool       _mi_is_main_thread(void);
 void       _mi_heap_set_default_direct(mi_heap_t* heap);
-bool       _mi_thread_is_done(void);
-size_t     _mi_current_thread_count(void);
 
 // stats.c
 extern mi_stats_t _mi_stats_main;
@@ -158,7 +156,6 @@ void       _mi_page_queue_push(mi_heap_t* heap, mi_page_queue_t* queue, mi_page_
 void       _mi_page_queue_remove(mi_page_queue_t* queue, mi_page_t* page);
 void       _mi_page_queue_enqueue_from(mi_page_queue_t* to, mi_page_queue_t* from, mi_page_t* page);
 size_t     _mi_page_queue_append(mi_heap_t* heap, mi_page_queue_t* pq, mi_page_queue_t* append);
-bool       _mi_page_queue_is_huge(const mi_page_queue_t* pq);
 bool       _mi_page_queue_is_full(const mi_page_queue_t* pq);
 
 // page.c
@@ -343,7 +340,8 @@ static inline uintptr_t _mi_thread_id(void) mi_attr_noexcept {
   __asm__ volatile ("mrs %0, tpidr_el0" : "=r" (tid));
   return tid;
 #else
-  return (uintptr_t)&_mi_heap_default;
+  uintptr_t _mi_prim_thread_id(void);   // (prim/prim.h) where no register holds the thread pointer
+  return _mi_prim_thread_id();
 #endif
 }
 

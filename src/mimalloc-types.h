@@ -141,7 +141,8 @@ typedef struct mi_padding_s {
 #endif
 #define MI_PAGES_DIRECT                   (MI_SMALL_WSIZE_MAX + MI_PADDING_WSIZE + 1)
 
-// Used as the page's block size for huge blocks whose size does not fit 32 bits.
+// Stored as the page's (32-bit) block size for huge blocks of 64 MiB or more
+// and for big-aligned blocks: their size is then derived from the segment.
 #define MI_HUGE_BLOCK_SIZE                ((uint32_t)MI_HUGE_OBJ_SIZE_MAX)
 
 #define MI_MAX_EXTEND_SIZE                (4*KiB)   // extend a free list by one OS page worth at most
@@ -192,7 +193,7 @@ typedef struct mi_block_s {
 
 // Delayed-free state in the low 2 bits of page->xthread_free (architecture §8).
 typedef enum mi_delayed_e {
-  MI_USE_DELAYED_FREE   = 0, // the page is in the full queue: the next remote free goes to the owner heap's delayed list
+  MI_USE_DELAYED_FREE   = 0, // the owner does not scan the page (full queue, or one block): the next remote free goes to the owner heap's delayed list
   MI_DELAYED_FREEING    = 1, // transient: a remote thread is pushing on the heap's delayed list
   MI_NO_DELAYED_FREE    = 2, // push to thread_free (the page is not full, or a block of it is on the delayed list)
   MI_NEVER_DELAYED_FREE = 3  // sticky: the owner heap is going away; always push to thread_free

@@ -35,10 +35,6 @@ size_t mi_good_size(size_t size) mi_attr_noexcept {
 // Queue queries
 // ---------------------------------------------------------------------------
 
-bool _mi_page_queue_is_huge(const mi_page_queue_t* pq) {
-  return (pq->block_size == (MI_LARGE_OBJ_SIZE_MAX + sizeof(uintptr_t)));
-}
-
 bool _mi_page_queue_is_full(const mi_page_queue_t* pq) {
   return (pq->block_size == (MI_LARGE_OBJ_SIZE_MAX + (2 * sizeof(uintptr_t))));
 }

@@ -47,9 +47,6 @@ int _mi_prim_purge(void* addr, size_t size);
 // Protect (no access) or unprotect (read/write) a range: used for guard pages.
 int _mi_prim_protect(void* addr, size_t size, bool protect);
 
-// Ask for transparent huge pages on a range (best effort, may do nothing).
-int _mi_prim_hint_huge(void* addr, size_t size);
-
 // Fault in a range of accessible memory for writing in one call, as if every
 // page had been written (fresh pages read as zero). ENOSYS where the OS has no
 // such call (the caller then leaves the pages to fault on first touch).
@@ -94,8 +91,7 @@ const char* const* _mi_prim_environ(void);
 // The resident set size of the process in bytes (0 if unknown).
 size_t _mi_prim_current_rss(void);
 
-// Number of NUMA nodes and the node of the calling thread.
+// Number of NUMA nodes (for the statistics).
 size_t _mi_prim_numa_node_count(void);
-size_t _mi_prim_numa_node(void);
 
 #endif

@@ -122,15 +122,6 @@ int _mi_prim_protect(void* addr, size_t size, bool protect) {
   return unix_result(mprotect(addr, size, protect ? PROT_NONE : (PROT_READ | PROT_WRITE)) == -1, saved);
 }
 
-int _mi_prim_hint_huge(void* addr, size_t size) {
-  #if defined(MADV_HUGEPAGE)
-  const int saved = errno;
-  return unix_result(madvise(addr, size, MADV_HUGEPAGE) == -1, saved);
-  #else
-  (void)addr; (void)size; return 0;
-  #endif
-}
-
 int _mi_prim_populate(void* addr, size_t size) {
   #if !defined(MADV_POPULATE_WRITE) && defined(__linux__)
   #define MADV_POPULATE_WRITE 23   // Linux 5.14; older kernels say EINVAL
@@ -296,10 +287,4 @@ size_t _mi_prim_numa_node_count(void) {
   return node + 1;
 }
 
-size_t _mi_prim_numa_node(void) {
-  #if defined(__linux__) && defined(SYS_getcpu)
-  unsigned long node = 0, ncpu = 0;
-  if (syscall(SYS_getcpu, &ncpu, &node, NULL) == 0) return (size_t)node;
-  #endif
-  return 0;
-}
+
