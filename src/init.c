@@ -33,25 +33,6 @@ const mi_page_t _mi_page_empty = { 0 };
 #define MI_SMALL_PAGES_EMPTY  { MI_INIT128(MI_PAGE_EMPTY), MI_PAGE_EMPTY() }
 #endif
 
-#define QNULL(sz)  { NULL, NULL, (sz)*sizeof(uintptr_t) }
-// block sizes (in words) of the 73 bins, then the huge and full queues
-#define MI_PAGE_QUEUES_EMPTY \
-  { QNULL(     1), QNULL(     1), QNULL(     2), QNULL(     3), QNULL(     4), QNULL(     5), \
-    QNULL(     6), QNULL(     7), QNULL(     8), QNULL(    10), QNULL(    12), QNULL(    14), \
-    QNULL(    16), QNULL(    20), QNULL(    24), QNULL(    28), QNULL(    32), QNULL(    40), \
-    QNULL(    48), QNULL(    56), QNULL(    64), QNULL(    80), QNULL(    96), QNULL(   112), \
-    QNULL(   128), QNULL(   160), QNULL(   192), QNULL(   224), QNULL(   256), QNULL(   320), \
-    QNULL(   384), QNULL(   448), QNULL(   512), QNULL(   640), QNULL(   768), QNULL(   896), \
-    QNULL(  1024), QNULL(  1280), QNULL(  1536), QNULL(  1792), QNULL(  2048), QNULL(  2560), \
-    QNULL(  3072), QNULL(  3584), QNULL(  4096), QNULL(  5120), QNULL(  6144), QNULL(  7168), \
-    QNULL(  8192), QNULL( 10240), QNULL( 12288), QNULL( 14336), QNULL( 16384), QNULL( 20480), \
-    QNULL( 24576), QNULL( 28672), QNULL( 32768), QNULL( 40960), QNULL( 49152), QNULL( 57344), \
-    QNULL( 65536), QNULL( 81920), QNULL( 98304), QNULL(114688), QNULL(131072), QNULL(163840), \
-    QNULL(196608), QNULL(229376), QNULL(262144), QNULL(327680), QNULL(393216), QNULL(458752), \
-    QNULL(524288), \
-    QNULL(MI_LARGE_OBJ_WSIZE_MAX + 1  /* 73: huge */), \
-    QNULL(MI_LARGE_OBJ_WSIZE_MAX + 2  /* 74: full */) }
-
 #if (MI_SECURE > 0)
 #define MI_RANDOM_EMPTY  { { 0 }, { 0 }, 0 }
 #else

@@ -325,6 +325,27 @@ static inline uint8_t _mi_bin(size_t size) {
   return bin;
 }
 
+// The size-class table: the block size (in words) of each of the 73 bins that
+// _mi_bin maps sizes to, then the huge and full queues. Every heap's queues
+// start from it (init.c); _mi_bin_size reads it back.
+#define QNULL(sz)  { NULL, NULL, (sz)*sizeof(uintptr_t) }
+#define MI_PAGE_QUEUES_EMPTY \
+  { QNULL(     1), QNULL(     1), QNULL(     2), QNULL(     3), QNULL(     4), QNULL(     5), \
+    QNULL(     6), QNULL(     7), QNULL(     8), QNULL(    10), QNULL(    12), QNULL(    14), \
+    QNULL(    16), QNULL(    20), QNULL(    24), QNULL(    28), QNULL(    32), QNULL(    40), \
+    QNULL(    48), QNULL(    56), QNULL(    64), QNULL(    80), QNULL(    96), QNULL(   112), \
+    QNULL(   128), QNULL(   160), QNULL(   192), QNULL(   224), QNULL(   256), QNULL(   320), \
+    QNULL(   384), QNULL(   448), QNULL(   512), QNULL(   640), QNULL(   768), QNULL(   896), \
+    QNULL(  1024), QNULL(  1280), QNULL(  1536), QNULL(  1792), QNULL(  2048), QNULL(  2560), \
+    QNULL(  3072), QNULL(  3584), QNULL(  4096), QNULL(  5120), QNULL(  6144), QNULL(  7168), \
+    QNULL(  8192), QNULL( 10240), QNULL( 12288), QNULL( 14336), QNULL( 16384), QNULL( 20480), \
+    QNULL( 24576), QNULL( 28672), QNULL( 32768), QNULL( 40960), QNULL( 49152), QNULL( 57344), \
+    QNULL( 65536), QNULL( 81920), QNULL( 98304), QNULL(114688), QNULL(131072), QNULL(163840), \
+    QNULL(196608), QNULL(229376), QNULL(262144), QNULL(327680), QNULL(393216), QNULL(458752), \
+    QNULL(524288), \
+    QNULL(MI_LARGE_OBJ_WSIZE_MAX + 1  /* 73: huge */), \
+    QNULL(MI_LARGE_OBJ_WSIZE_MAX + 2  /* 74: full */) }
+
 // ------------------------------------------------------
 // Thread id and the default heap
 // ------------------------------------------------------
