@@ -88,8 +88,17 @@ void _mi_prim_out_stderr_keep(void);
 // readable without allocating, or NULL while it is not available yet.
 const char* const* _mi_prim_environ(void);
 
-// The resident set size of the process in bytes (0 if unknown).
-size_t _mi_prim_current_rss(void);
+// What the OS knows of the process (0 where it cannot tell): CPU time in
+// user and system mode, the resident set size now and at its peak (never
+// below the current one), and the page faults that needed I/O.
+typedef struct mi_prim_process_info_s {
+  size_t user_msecs;
+  size_t system_msecs;
+  size_t current_rss;
+  size_t peak_rss;
+  size_t page_faults;
+} mi_prim_process_info_t;
+void _mi_prim_process_info(mi_prim_process_info_t* info);
 
 // Number of NUMA nodes (for the statistics).
 size_t _mi_prim_numa_node_count(void);

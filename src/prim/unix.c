@@ -20,6 +20,7 @@
 #include "prim.h"
 
 #include <sys/mman.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -246,7 +247,7 @@ const char* const* _mi_prim_environ(void) {
   return (const char* const*)environ;
 }
 
-size_t _mi_prim_current_rss(void) {
+static size_t unix_current_rss(void) {
   int fd = open("/proc/self/statm", O_RDONLY | O_CLOEXEC);
   if (fd < 0) return 0;
   char buf[128];
@@ -262,6 +263,18 @@ size_t _mi_prim_current_rss(void) {
   while (*s >= '0' && *s <= '9') { pages = pages * 10 + (size_t)(*s - '0'); s++; }
   long psize = sysconf(_SC_PAGESIZE);
   return pages * (size_t)(psize > 0 ? psize : 4096);
+}
+
+void _mi_prim_process_info(mi_prim_process_info_t* info) {
+  struct rusage usage;
+  memset(&usage, 0, sizeof(usage));
+  getrusage(RUSAGE_SELF, &usage);
+  info->user_msecs = (size_t)usage.ru_utime.tv_sec * 1000 + (size_t)usage.ru_utime.tv_usec / 1000;
+  info->system_msecs = (size_t)usage.ru_stime.tv_sec * 1000 + (size_t)usage.ru_stime.tv_usec / 1000;
+  info->current_rss = unix_current_rss();
+  info->peak_rss = (size_t)usage.ru_maxrss * 1024;   // Linux: KiB, and updated lazily
+  if (info->peak_rss < info->current_rss) info->peak_rss = info->current_rss;
+  info->page_faults = (size_t)usage.ru_majflt;
 }
 
 // ---------------------------------------------------------------------------
