@@ -119,11 +119,15 @@ void*      _mi_region_alloc(size_t size, bool commit, bool allow_large, bool* is
 void       _mi_region_free(void* p, size_t size, mi_memid_t memid, bool fully_committed, bool purge_now);
 void       _mi_region_collect(bool force, bool free_unused);
 void       _mi_region_try_purge(void);
-void       _mi_region_abandon(mi_segment_t* segment);
-bool       _mi_region_claim_abandoned(mi_segment_t* segment);
-mi_segment_t* _mi_region_next_abandoned(size_t* cursor);
-void       _mi_region_visit_abandoned(void (*fn)(mi_segment_t* segment, void* arg), void* arg);
-size_t     _mi_region_abandoned_count(void);
+size_t     _mi_region_slots(void);
+uint8_t*   _mi_region_start(size_t idx);
+
+// abandoned.c
+void       _mi_abandoned_push(mi_segment_t* segment);
+bool       _mi_abandoned_claim(mi_segment_t* segment);
+mi_segment_t* _mi_abandoned_next(size_t* cursor);
+void       _mi_abandoned_visit(void (*fn)(mi_segment_t* segment, void* arg), void* arg);
+size_t     _mi_abandoned_count(void);
 
 // segment-map.c
 bool       _mi_segment_map_allocated_at(const mi_segment_t* segment);   // false: above the covered range
@@ -394,8 +398,8 @@ static inline mi_segment_t* _mi_ptr_segment(const void* p) {
   return (mi_segment_t*)((uintptr_t)p & ~MI_SEGMENT_MASK);
 }
 
-// An abandoned segment in a region is found through its region's abandoned
-// bitmap (reclaim scan, sweep); the others (huge segments, segments mapped
+// An abandoned segment in a region is found through the abandoned set
+// (abandoned.c: reclaim scan, sweep); the others (huge segments, segments mapped
 // straight from the OS) only by a thread that frees into them.
 static inline bool mi_segment_in_abandoned_set(const mi_segment_t* segment) {
   return (segment->memid.region_idx > 0 && segment->page_kind != MI_PAGE_HUGE);

@@ -19,8 +19,6 @@
                  moves to `purge` at that expiry (so every block waits between
                  one and two delays, never less)
     purged     : block was purged since its last use (for the statistics)
-    abandoned  : block starts an abandoned segment; clearing the bit with an
-                 atomic AND is what gives a thread the right to reclaim it
     purge_expire: when the pending purges are due (ms; 0 = nothing pending)
 
   Delayed purge (what 1.6 lacked): a freed segment is marked purge-pending
@@ -30,13 +28,15 @@
   bits so nobody can take them meanwhile. Purged blocks are clean: the next
   segment built on them knows its memory is zero.
 
-  Alternatives rejected: a global free-segment list with a lock (a lock on
-  the segment path), and 1.6's tagged abandoned stack (needs ABA tags and a
-  reader count, and cannot claim one specific segment for reclaim-on-free).
+  Which region segments are abandoned is kept beside the regions, in the
+  same shape (one word per region slot), by abandoned.c.
+
+  Alternative rejected: a global free-segment list with a lock (a lock on
+  the segment path).
 
   Known limits: at most 1024 regions (256 GiB) are tracked at once; beyond
-  that segments come straight from the OS and work, but cannot be found by
-  the abandoned-segment scan (reclaim-on-free still finds them).
+  that segments come straight from the OS and work, but are outside the
+  abandoned set (a thread that frees into them claims them).
 -----------------------------------------------------------------------------*/
 #include "mimalloc-internal.h"
 #include "prim/prim.h"
@@ -58,15 +58,13 @@ typedef struct mem_region_s {
   _Atomic(uintptr_t) purge;         // freed, purge pending: due at purge_expire
   _Atomic(uintptr_t) purge_young;   // freed since the last expiry: due one expiry later
   _Atomic(uintptr_t) purged;        // block was purged and not used since (statistics)
-  _Atomic(uintptr_t) abandoned;
   _Atomic(int64_t)   purge_expire;
-  uint8_t padding[128 - 11*sizeof(uintptr_t)];   // keep regions on separate cache lines
+  uint8_t padding[128 - 10*sizeof(uintptr_t)];   // keep regions on separate cache lines
 } mem_region_t;
 
 static mem_region_t regions[MI_REGION_MAX];
 static _Atomic(size_t) regions_count;      // slots handed out so far (only grows)
 static _Atomic(int64_t) purge_next;        // earliest pending purge expiry (0: none)
-static _Atomic(size_t) abandoned_count;    // abandoned segments in all regions
 
 // ---------------------------------------------------------------------------
 // Bitmap helpers
@@ -148,7 +146,6 @@ static size_t mi_region_create(bool commit, bool allow_large) {
   mi_atomic_store_relaxed(&region->purge, 0);
   mi_atomic_store_relaxed(&region->purge_young, 0);
   mi_atomic_store_relaxed(&region->purged, 0);
-  mi_atomic_store_relaxed(&region->abandoned, 0);
   mi_atomic_store_relaxed(&region->purge_expire, 0);
   mi_atomic_store_release(&region->in_use, 0);
   mi_atomic_store_release(&region->state, MI_REGION_LIVE);   // publish last
@@ -416,82 +413,17 @@ void _mi_region_collect(bool force, bool free_unused) {
 }
 
 // ---------------------------------------------------------------------------
-// Abandoned segments
+// Region slots, for the abandoned set (abandoned.c)
 // ---------------------------------------------------------------------------
 
-static mem_region_t* mi_segment_region(const mi_segment_t* segment, uintptr_t* bit) {
-  mi_assert_internal(segment->memid.region_idx > 0);
-  *bit = (uintptr_t)1 << segment->memid.block_idx;
-  return &regions[segment->memid.region_idx - 1];
+// Region slots handed out so far (live or dead).
+size_t _mi_region_slots(void) {
+  return mi_atomic_load_acquire(&regions_count);
 }
 
-void _mi_region_abandon(mi_segment_t* segment) {
-  uintptr_t bit;
-  mem_region_t* region = mi_segment_region(segment, &bit);
-  mi_atomic_add_relaxed(&abandoned_count, 1);
-  mi_atomic_or_acq_rel(&region->abandoned, bit);
-}
-
-bool _mi_region_claim_abandoned(mi_segment_t* segment) {
-  uintptr_t bit;
-  mem_region_t* region = mi_segment_region(segment, &bit);
-  if ((mi_atomic_and_acq_rel(&region->abandoned, ~bit) & bit) == 0) return false;
-  mi_atomic_sub_relaxed(&abandoned_count, 1);
-  return true;
-}
-
-size_t _mi_region_abandoned_count(void) {
-  return mi_atomic_load_relaxed(&abandoned_count);
-}
-
-// Claim the next abandoned segment at or after `*cursor` (wrapping once).
-mi_segment_t* _mi_region_next_abandoned(size_t* cursor) {
-  if (mi_atomic_load_relaxed(&abandoned_count) == 0) return NULL;
-  const size_t count = mi_atomic_load_acquire(&regions_count);
-  if (count == 0) return NULL;
-  const size_t total = count * MI_INTPTR_BITS;
-  size_t pos = *cursor % total;
-  for (size_t visited = 0; visited <= total; ) {
-    const size_t idx = pos / MI_INTPTR_BITS;
-    const size_t bitidx = pos % MI_INTPTR_BITS;
-    mem_region_t* region = &regions[idx];
-    uintptr_t map = mi_atomic_load_relaxed(&region->abandoned) >> bitidx;
-    if (map == 0 || mi_atomic_load_acquire(&region->state) != MI_REGION_LIVE) {
-      const size_t skip = MI_INTPTR_BITS - bitidx;
-      visited += skip; pos = (pos + skip) % total;
-      continue;
-    }
-    const size_t i = bitidx + mi_ctz(map);
-    const uintptr_t bit = (uintptr_t)1 << i;
-    if ((mi_atomic_and_acq_rel(&region->abandoned, ~bit) & bit) != 0) {
-      mi_atomic_sub_relaxed(&abandoned_count, 1);
-      *cursor = idx * MI_INTPTR_BITS + i + 1;
-      uint8_t* start = (uint8_t*)mi_atomic_load_acquire(&region->start);
-      return (mi_segment_t*)(start + i * MI_SEGMENT_SIZE);
-    }
-    // someone else took it: look again from the same place
-  }
-  return NULL;
-}
-
-// Claim every segment that is abandoned now, one at a time, and call `fn` on
-// it; `fn` owns the segment and must abandon it again (or keep it). Segments
-// abandoned while the visit runs may or may not be visited.
-void _mi_region_visit_abandoned(void (*fn)(mi_segment_t* segment, void* arg), void* arg) {
-  if (mi_atomic_load_relaxed(&abandoned_count) == 0) return;
-  const size_t count = mi_atomic_load_acquire(&regions_count);
-  for (size_t idx = 0; idx < count; idx++) {
-    mem_region_t* region = &regions[idx];
-    uintptr_t map = mi_atomic_load_relaxed(&region->abandoned);
-    if (map == 0 || mi_atomic_load_acquire(&region->state) != MI_REGION_LIVE) continue;
-    uint8_t* start = (uint8_t*)mi_atomic_load_acquire(&region->start);
-    while (map != 0) {
-      const size_t i = mi_ctz(map);
-      const uintptr_t bit = (uintptr_t)1 << i;
-      map &= ~bit;
-      if ((mi_atomic_and_acq_rel(&region->abandoned, ~bit) & bit) == 0) continue;   // taken meanwhile
-      mi_atomic_sub_relaxed(&abandoned_count, 1);
-      fn((mi_segment_t*)(start + i * MI_SEGMENT_SIZE), arg);
-    }
-  }
+// The start of the region in slot `idx`; only meaningful while one of its
+// blocks is in use (a region with blocks in use stays live).
+uint8_t* _mi_region_start(size_t idx) {
+  mi_assert_internal(idx < MI_REGION_MAX);
+  return (uint8_t*)mi_atomic_load_acquire(&regions[idx].start);
 }

@@ -16,8 +16,8 @@
 
   When a thread ends, the still-used pages of its segments are abandoned.
   A segment with only abandoned pages is *abandoned*: owner id 0 and, if it
-  lives in a region, its bit set in the region's abandoned bitmap. Clearing
-  that bit is the claim token (`_mi_region_claim_abandoned`); a segment outside
+  lives in a region, its bit set in the abandoned set (abandoned.c). Clearing
+  that bit is the claim token (`_mi_abandoned_claim`); a segment outside
   the bitmaps (huge segments, OS-direct segments) is claimed by a CAS of its
   owner id from 0. Claimed segments are reclaimed into the claiming thread's
   *backing* heap, never into a user heap, so that `mi_heap_destroy` can only
@@ -481,7 +481,7 @@ void _mi_segments_try_sweep_abandoned(void) {
   if (now < next) return;
   int64_t expected = next;
   if (!mi_atomic_cas_strong_acq_rel(&mi_abandoned_sweep_expire, &expected, 0)) return;   // another thread sweeps
-  _mi_region_visit_abandoned(&mi_abandoned_sweep_visit, &now);
+  _mi_abandoned_visit(&mi_abandoned_sweep_visit, &now);
 }
 
 // The statistics of a reset page that is used again (or goes back with its segment).
@@ -819,7 +819,7 @@ static void mi_segment_mark_abandoned(mi_segment_t* segment) {
   mi_atomic_store_release(&segment->thread_id, 0);
   if (mi_segment_in_abandoned_set(segment)) {
     mi_abandoned_sweep_note(segment->purge_expire);
-    _mi_region_abandon(segment);   // findable by the reclaim scan
+    _mi_abandoned_push(segment);   // findable by the reclaim scan
   }
   // else: claimed by whoever frees into it (CAS on thread_id; see
   // _mi_segment_huge_page_free, _mi_segment_reclaim_on_free and
@@ -878,7 +878,7 @@ void _mi_segment_page_abandon(mi_page_t* page, mi_segments_tld_t* tld) {
 // region segments, else the owner id).
 static bool mi_segment_claim(mi_segment_t* segment) {
   if (mi_segment_in_abandoned_set(segment)) {
-    if (!_mi_region_claim_abandoned(segment)) return false;
+    if (!_mi_abandoned_claim(segment)) return false;
     mi_atomic_store_release(&segment->thread_id, _mi_thread_id());
     return true;
   }
@@ -953,7 +953,7 @@ static mi_segment_t* mi_segment_reclaim(mi_segment_t* segment, mi_heap_t* heap, 
   return segment;
 }
 
-// Free into an abandoned segment that is in no abandoned bitmap (mapped
+// Free into an abandoned segment that is not in the abandoned set (mapped
 // straight from the OS because no region could be had): neither the reclaim
 // scan nor the abandoned sweep can find it, so the freeing thread claims it
 // and reclaims it into its backing heap. Bounded: one segment's page descriptors.
@@ -1034,11 +1034,11 @@ uintptr_t _mi_segment_await_abandon(const mi_segment_t* segment, uintptr_t owner
 static mi_segment_t* mi_segment_try_reclaim(mi_heap_t* heap, size_t block_size, mi_page_kind_t page_kind,
                                             bool* reclaimed, mi_segments_tld_t* tld) {
   *reclaimed = false;
-  if (_mi_region_abandoned_count() == 0) return NULL;
+  if (_mi_abandoned_count() == 0) return NULL;
   mi_heap_t* backing = heap->tld->heap_backing;
   mi_segment_t* segment;
   int max_tries = MI_RECLAIM_TRIES;
-  while (max_tries-- > 0 && (segment = _mi_region_next_abandoned(&tld->reclaim_cursor)) != NULL) {
+  while (max_tries-- > 0 && (segment = _mi_abandoned_next(&tld->reclaim_cursor)) != NULL) {
     mi_atomic_store_release(&segment->thread_id, _mi_thread_id());
     segment->abandoned_visits++;
     bool all_pages_free;
@@ -1067,7 +1067,7 @@ void _mi_abandoned_reclaim_all(mi_heap_t* heap, mi_segments_tld_t* tld) {
   mi_heap_t* backing = heap->tld->heap_backing;
   size_t cursor = 0;
   mi_segment_t* segment;
-  while ((segment = _mi_region_next_abandoned(&cursor)) != NULL) {
+  while ((segment = _mi_abandoned_next(&cursor)) != NULL) {
     mi_atomic_store_release(&segment->thread_id, _mi_thread_id());
     mi_segment_reclaim(segment, backing, 0, NULL, tld);
   }

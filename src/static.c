@@ -21,6 +21,7 @@
 #include "os.c"
 #include "segment-map.c"
 #include "region.c"
+#include "abandoned.c"
 #include "segment.c"
 #include "page-queue.c"
 #include "page.c"
