@@ -106,8 +106,8 @@ void*      _mi_os_alloc_aligned_at(size_t size, size_t alignment, size_t align_o
                                    bool commit, bool allow_large, bool* is_large, bool* is_zero);
 bool       _mi_os_commit(void* p, size_t size, bool* is_zero);
 bool       _mi_os_decommit(void* p, size_t size);
-bool       _mi_os_reset(void* p, size_t size);             // drop pages, keep access, reads zeros
-size_t     _mi_os_inward_size(void* p, size_t size);       // what a reset of the range covers
+bool       _mi_os_purge(void* p, size_t size);             // drop pages, keep access, reads zeros
+size_t     _mi_os_inward_size(void* p, size_t size);       // what a purge of the range covers
 bool       _mi_os_populate(void* p, size_t size);          // fault in for writing, one call
 size_t     _mi_os_resident(void* p, size_t size);          // resident bytes (SIZE_MAX: unknown)
 bool       _mi_os_protect(void* p, size_t size);

@@ -225,7 +225,7 @@ typedef struct mi_page_s {
   // segment-level state
   uint8_t  segment_idx;         // index of this page in segment->pages
   uint8_t  segment_in_use:1;    // claimed by a heap (else available in its segment)
-  uint8_t  is_reset:1;          // memory was purged; contents are zero
+  uint8_t  is_purged:1;         // memory was purged; contents are zero
   uint8_t  is_committed:1;      // memory is accessible
   uint8_t  is_zero_init:1;      // memory was known zero when the page was initialised
   uint8_t  retire_counted:1;    // retired, and counted in its heap's page_retired_size

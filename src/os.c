@@ -8,8 +8,14 @@
     so the over-allocate-and-trim fallback is rarely needed;
   - page rounding: commit rounds outward, decommit/purge round inward;
   - reporting: every failing OS call is a warning, never a crash;
-  - reset = MADV_DONTNEED (the range stays accessible and reads zeros);
-    whether a page reset decommits instead is decided by the segment layer.
+  - purge = MADV_DONTNEED (the range stays accessible and reads zeros);
+    whether a page purge decommits instead is decided by the segment layer.
+
+  Words, in the code: to *purge* a range is to give its physical memory back
+  (its contents become zero), whichever way; to *decommit* is the way that
+  also makes it inaccessible (option reset_decommits). The 1.6 option names
+  (page_reset, reset_delay, ...) and the statistics row `reset` keep 1.6's
+  word for purging.
 -----------------------------------------------------------------------------*/
 #include "mimalloc-internal.h"
 #include "prim/prim.h"
@@ -224,14 +230,14 @@ bool _mi_os_decommit(void* addr, size_t size) {
 
 // Give the physical memory of a range back but keep it accessible: the next
 // touch reads zeros. Returns true on success.
-bool _mi_os_reset(void* addr, size_t size) {
+bool _mi_os_purge(void* addr, size_t size) {
   size_t csize;
   void* start = mi_os_page_align_area(addr, size, true, &csize);
   if (csize == 0) return false;
   int err = _mi_prim_purge(start, csize);
   if (err == 0) mi_stat_increase(NULL, reset, csize);
   if (err != 0) {
-    _mi_warning_message("madvise reset error: start: %p, csize: 0x%zx, errno: %d\n", start, csize, err);
+    _mi_warning_message("cannot purge OS memory (error: %d (0x%x), address: %p, size: 0x%zx bytes)\n", err, err, start, csize);
     return false;
   }
   return true;
@@ -282,7 +288,7 @@ size_t _mi_os_resident(void* addr, size_t size) {
   return (err == 0 ? resident : SIZE_MAX);
 }
 
-// Bytes of [addr, addr+size) that a reset or decommit really covers (whole
+// Bytes of [addr, addr+size) that a purge or decommit really covers (whole
 // OS pages inside the range): what the statistics count for it.
 size_t _mi_os_inward_size(void* addr, size_t size) {
   size_t csize;

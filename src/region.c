@@ -304,7 +304,7 @@ void _mi_region_free(void* p, size_t size, mi_memid_t memid, bool fully_committe
   const bool fixed = (mi_atomic_load_relaxed(&region->is_large) != 0);
   if (!fixed) {
     if (purge_now || _mi_purge_delay() == 0) {
-      if (_mi_os_reset(p, blocks * MI_SEGMENT_SIZE)) {
+      if (_mi_os_purge(p, blocks * MI_SEGMENT_SIZE)) {
         mi_atomic_and_acq_rel(&region->dirty, ~m);
         mi_atomic_or_acq_rel(&region->purged, m);
       }
@@ -344,7 +344,7 @@ static void mi_region_purge_blocks(mem_region_t* region, _Atomic(uintptr_t)* fie
       size_t i;
       const size_t n = mi_bit_run(s, &i);
       const uintptr_t sm = mi_bit_mask(n, i);
-      if (_mi_os_reset(start + i * MI_SEGMENT_SIZE, n * MI_SEGMENT_SIZE)) {
+      if (_mi_os_purge(start + i * MI_SEGMENT_SIZE, n * MI_SEGMENT_SIZE)) {
         mi_atomic_and_acq_rel(&region->dirty, ~sm);
         mi_atomic_or_acq_rel(&region->purged, sm);
       }

@@ -252,7 +252,7 @@ static void mi_segments_track_size(long segment_size, mi_segments_tld_t* tld) {
 // next thread is used again without a purge and a refault.
 
 static bool mi_page_is_purgeable(const mi_segment_t* segment, const mi_page_t* page) {
-  return (!segment->mem_is_fixed && page->is_committed && !page->is_reset);
+  return (!segment->mem_is_fixed && page->is_committed && !page->is_purged);
 }
 
 static uint64_t mi_segment_page_bit(const mi_page_t* page) {
@@ -278,13 +278,13 @@ static void mi_segment_purge_pages(mi_segment_t* segment, uint64_t mask) {
       if (ok) mi_stat_increase(NULL, reset, _mi_os_inward_size(start, (size_t)(end - start)));
     }
     else {
-      ok = _mi_os_reset(start, (size_t)(end - start));   // counts itself
+      ok = _mi_os_purge(start, (size_t)(end - start));   // counts itself
     }
     if (ok) {
       for (size_t i = first; i < first + n; i++) {
         mi_page_t* page = &segment->pages[i];
         mi_assert_internal(!page->segment_in_use && mi_page_is_purgeable(segment, page));
-        page->is_reset = true;
+        page->is_purged = true;
         if (decommit) page->is_committed = false;
       }
     }
@@ -484,15 +484,15 @@ void _mi_segments_try_sweep_abandoned(void) {
   _mi_abandoned_visit(&mi_abandoned_sweep_visit, &now);
 }
 
-// The statistics of a reset page that is used again (or goes back with its segment).
-static void mi_page_unreset_stat(mi_segment_t* segment, mi_page_t* page) {
+// The statistics of a purged page that is used again (or goes back with its segment).
+static void mi_page_unpurge_stat(mi_segment_t* segment, mi_page_t* page) {
   size_t psize;
   uint8_t* start = _mi_segment_page_start(segment, page, 0, &psize, NULL);
   mi_stat_decrease(NULL, reset, _mi_os_inward_size(start, psize));
 }
 
-// Make a claimed page usable again after a reset; false if commit failed.
-static bool mi_page_unreset(mi_segment_t* segment, mi_page_t* page) {
+// Make a claimed page usable again after a purge; false if commit failed.
+static bool mi_page_unpurge(mi_segment_t* segment, mi_page_t* page) {
   if (!page->is_committed) {
     size_t psize;
     uint8_t* start = _mi_segment_page_start(segment, page, 0, &psize, NULL);
@@ -500,10 +500,10 @@ static bool mi_page_unreset(mi_segment_t* segment, mi_page_t* page) {
     if (!_mi_os_commit(start, psize, &is_zero)) return false;
     page->is_committed = true;
   }
-  if (page->is_reset) {
-    mi_page_unreset_stat(segment, page);
-    page->is_reset = false;
-    // a reset page reads as zeros if its whole area was purged (not page 0,
+  if (page->is_purged) {
+    mi_page_unpurge_stat(segment, page);
+    page->is_purged = false;
+    // a purged page reads as zeros if its whole area was purged (not page 0,
     // whose area shares an OS page with the header)
     page->is_zero_init = (page->segment_idx > 0 || segment->aligned_block != NULL);
   }
@@ -535,7 +535,7 @@ static bool mi_segment_cache_push(mi_segment_t* segment, mi_segments_tld_t* tld)
   }
   for (size_t i = 0; i < segment->capacity; i++) {
     mi_page_t* page = &segment->pages[i];
-    if (page->is_reset) { mi_page_unreset_stat(segment, page); page->is_reset = false; }
+    if (page->is_purged) { mi_page_unpurge_stat(segment, page); page->is_purged = false; }
   }
   segment->next = tld->cache;
   segment->prev = NULL;
@@ -643,7 +643,7 @@ static mi_segment_t* mi_segment_alloc(size_t required, mi_page_kind_t page_kind,
   for (size_t i = 0; i < capacity; i++) {
     mi_page_t* page = &segment->pages[i];
     page->segment_idx = (uint8_t)i;
-    page->is_reset = false;
+    page->is_purged = false;
     page->is_committed = is_committed;
     page->is_zero_init = is_zero;
   }
@@ -679,17 +679,17 @@ static void mi_segment_os_free(mi_segment_t* segment, bool purge_now, mi_stats_t
     if (bsize <= MI_HUGE_OBJ_SIZE_MAX) mi_stat_decrease(stats, huge, bsize);
     else mi_stat_decrease(stats, giant, bsize);
   }
-  // reset pages go back as plain region memory (the region purges it later);
+  // purged pages go back as plain region memory (the region purges it later);
   // a segment that committed page by page is made whole, so its memory goes
   // back fully committed and the next user commits nothing
-  if (segment->huge_purged) {   // counted as reset by the thread that purged it
-    mi_page_unreset_stat(segment, &segment->pages[0]);
+  if (segment->huge_purged) {   // counted (statistics row `reset`) by the thread that purged it
+    mi_page_unpurge_stat(segment, &segment->pages[0]);
     segment->huge_purged = false;
   }
   bool whole = segment->mem_is_committed;
   for (size_t i = 0; i < segment->capacity; i++) {
     mi_page_t* page = &segment->pages[i];
-    if (page->is_reset) { mi_page_unreset_stat(segment, page); page->is_reset = false; }
+    if (page->is_purged) { mi_page_unpurge_stat(segment, page); page->is_purged = false; }
     if (!page->is_committed) whole = false;
   }
   if (!whole) {
@@ -714,7 +714,7 @@ static void mi_segment_os_free(mi_segment_t* segment, bool purge_now, mi_stats_t
 static void mi_segment_free(mi_segment_t* segment, bool force, mi_segments_tld_t* tld) {
   mi_assert_internal(segment->used == 0);
   if (segment->page_kind == MI_PAGE_HUGE) mi_segment_huge_fresh_free(segment);
-  // the unused pages' pending resets are dropped: the region purges the whole
+  // the unused pages' pending purges are dropped: the region purges the whole
   // segment after its own delay (or now, when forced)
   mi_segment_purge_clear(segment, tld);
   mi_segment_remove_from_free_queue(segment, tld);
@@ -737,7 +737,7 @@ static bool mi_segment_page_claim(mi_segment_t* segment, mi_page_t* page, mi_seg
   mi_assert_internal(_mi_page_segment(page) == segment);
   mi_assert_internal(!page->segment_in_use);
   mi_segment_purge_cancel(segment, page, tld);   // claimed before its purge: no system call
-  if (!mi_page_unreset(segment, page)) return false;
+  if (!mi_page_unpurge(segment, page)) return false;
   page->used = 0;
   page->segment_in_use = true;
   segment->used++;
@@ -768,7 +768,7 @@ static mi_page_t* mi_segment_find_free(mi_segment_t* segment, mi_segments_tld_t*
   return NULL;
 }
 
-// Clear a page that is no longer used and queue it for a delayed reset.
+// Clear a page that is no longer used and queue it for a delayed purge.
 static void mi_segment_page_clear(mi_segment_t* segment, mi_page_t* page, mi_segments_tld_t* tld) {
   mi_assert_internal(page->segment_in_use);
   mi_assert_internal(mi_page_all_free(page));
@@ -1002,7 +1002,7 @@ void _mi_segment_huge_page_purge(mi_segment_t* segment, mi_page_t* page) {
   segment->huge_fresh = 0;
   size_t psize;
   uint8_t* start = _mi_segment_page_start(segment, page, 0, &psize, NULL);
-  segment->huge_purged = _mi_os_reset(start, psize);
+  segment->huge_purged = _mi_os_purge(start, psize);
 }
 
 // A thread frees a block into a segment outside the abandoned set (huge, or
