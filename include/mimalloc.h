@@ -11,7 +11,7 @@
 #ifndef MIMALLOC_H
 #define MIMALLOC_H
 
-#define MI_MALLOC_VERSION 167   // major + 2 digits minor
+#define MI_MALLOC_VERSION 167   // major, minor, patch digits (1.6.7); the build takes its version from here
 
 // ------------------------------------------------------
 // Compiler specific attributes

@@ -96,7 +96,7 @@ static void mi_heap_collect_ex(mi_heap_t* heap, mi_collect_t collect) {
   mi_heap_visit_pages(heap, &mi_heap_page_collect, &collect, NULL);
   mi_assert_internal(collect != MI_ABANDON || mi_atomic_load_acquire(&heap->thread_delayed_free) == NULL);
 
-  // pending page resets, and pending region purges
+  // pending page purges, and pending region purges
   _mi_segments_collect(collect >= MI_FORCE, &heap->tld->segments);
   _mi_region_collect(collect >= MI_FORCE, collect == MI_FORCE);
 }

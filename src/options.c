@@ -64,15 +64,15 @@ static mi_option_desc_t options[_mi_option_last] = {
   { 1, MI_UNINIT, MI_OPTION(eager_region_commit), MI_BOOL },  // commit whole regions when created
   { 0, MI_UNINIT, MI_OPTION(reset_decommits), MI_BOOL },      // purge by decommit instead of MADV_DONTNEED
   { 0, MI_UNINIT, MI_OPTION(large_os_pages), MI_BOOL },       // use 2 MiB OS pages where possible
-  { 0, MI_UNINIT, MI_OPTION(reserve_huge_os_pages), MI_COUNT },// reserve N 1 GiB pages at start
+  { 0, MI_UNINIT, MI_OPTION(reserve_huge_os_pages), MI_COUNT },// 1 GiB OS pages: read and reported, no effect yet (no huge OS page support)
   { 0, MI_UNINIT, MI_OPTION(segment_cache), MI_COUNT },       // per-thread segment cache size
   { 1, MI_UNINIT, MI_OPTION(page_reset), MI_BOOL },           // purge free pages after reset_delay
   { 0, MI_UNINIT, MI_OPTION(abandoned_page_reset), MI_BOOL }, // purge free pages of abandoned segments at once, not after the delay
   { 0, MI_UNINIT, MI_OPTION(segment_reset), MI_BOOL },        // purge freed segments now (no delay)
   { 1, MI_UNINIT, MI_OPTION(eager_commit_delay), MI_COUNT },  // first N segments commit page by page
   { 100, MI_UNINIT, MI_OPTION(reset_delay), 0, MI_RESET_DELAY_MAX }, // milliseconds before a purge
-  { 0, MI_UNINIT, MI_OPTION(use_numa_nodes), 0, 1024 },       // 0 = detect
-  { 100, MI_UNINIT, MI_OPTION(os_tag), 100, 255 },            // macOS VM tag (application range)
+  { 0, MI_UNINIT, MI_OPTION(use_numa_nodes), 0, 1024 },       // read and reported, no effect yet (no NUMA placement)
+  { 100, MI_UNINIT, MI_OPTION(os_tag), 100, 255 },            // macOS VM tag: no effect on Linux (as in 1.6)
   { 16, MI_UNINIT, MI_OPTION(max_errors), -1, LONG_MAX },     // messages printed at most (-1: no limit)
   { 0, MI_UNINIT, MI_OPTION(secure_continue), MI_BOOL },      // secure builds: misuse is reported, not fatal
 };
@@ -129,6 +129,14 @@ void mi_option_set_default(mi_option_t option, long value) {
     desc->value = value;
     if (option == mi_option_max_errors) mi_max_error_count = value;
   }
+}
+
+// The purge delay (option reset_delay) in ms, from 0 to MI_PURGE_DELAY_MAX:
+// every expiry is then `clock + delay` in 64 bits, without overflow.
+int64_t _mi_purge_delay(void) {
+  const long delay = mi_option_get(mi_option_reset_delay);
+  if (delay <= 0) return 0;
+  return ((uint64_t)delay >= (uint64_t)MI_PURGE_DELAY_MAX ? MI_PURGE_DELAY_MAX : (int64_t)delay);
 }
 
 bool mi_option_is_enabled(mi_option_t option) {

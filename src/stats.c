@@ -18,7 +18,6 @@
 #include "prim/prim.h"
 
 #include <stdio.h>    // snprintf
-#include <sys/resource.h>
 
 mi_stats_t _mi_stats_main;
 
@@ -409,21 +408,16 @@ void mi_process_info(size_t* elapsed_msecs, size_t* user_msecs, size_t* system_m
                      size_t* current_rss, size_t* peak_rss,
                      size_t* current_commit, size_t* peak_commit, size_t* page_faults) mi_attr_noexcept {
   const int64_t elapsed = _mi_prim_clock_now() - _mi_clock_start();
-  struct rusage usage;
-  memset(&usage, 0, sizeof(usage));
-  getrusage(RUSAGE_SELF, &usage);
+  mi_prim_process_info_t info;
+  _mi_prim_process_info(&info);
   const int64_t committed = mi_relaxed(&_mi_stats_main.committed.current);
   const int64_t committed_peak = mi_relaxed(&_mi_stats_main.committed.peak);
   if (elapsed_msecs != NULL) *elapsed_msecs = (size_t)(elapsed < 0 ? 0 : elapsed);
-  if (user_msecs != NULL) *user_msecs = (size_t)usage.ru_utime.tv_sec * 1000 + (size_t)usage.ru_utime.tv_usec / 1000;
-  if (system_msecs != NULL) *system_msecs = (size_t)usage.ru_stime.tv_sec * 1000 + (size_t)usage.ru_stime.tv_usec / 1000;
-  // Linux updates ru_maxrss lazily: the current size may be ahead of it
-  const size_t rss = _mi_prim_current_rss();
-  size_t peak = (size_t)usage.ru_maxrss * 1024;   // Linux: KiB
-  if (peak < rss) peak = rss;
-  if (peak_rss != NULL) *peak_rss = peak;
-  if (page_faults != NULL) *page_faults = (size_t)usage.ru_majflt;
-  if (current_rss != NULL) *current_rss = rss;
+  if (user_msecs != NULL) *user_msecs = info.user_msecs;
+  if (system_msecs != NULL) *system_msecs = info.system_msecs;
+  if (peak_rss != NULL) *peak_rss = info.peak_rss;
+  if (page_faults != NULL) *page_faults = info.page_faults;
+  if (current_rss != NULL) *current_rss = info.current_rss;
   if (current_commit != NULL) *current_commit = (size_t)(committed < 0 ? 0 : committed);
   if (peak_commit != NULL) *peak_commit = (size_t)(committed_peak < 0 ? 0 : committed_peak);
 }

@@ -47,9 +47,6 @@ int _mi_prim_purge(void* addr, size_t size);
 // Protect (no access) or unprotect (read/write) a range: used for guard pages.
 int _mi_prim_protect(void* addr, size_t size, bool protect);
 
-// Ask for transparent huge pages on a range (best effort, may do nothing).
-int _mi_prim_hint_huge(void* addr, size_t size);
-
 // Fault in a range of accessible memory for writing in one call, as if every
 // page had been written (fresh pages read as zero). ENOSYS where the OS has no
 // such call (the caller then leaves the pages to fault on first touch).
@@ -91,11 +88,19 @@ void _mi_prim_out_stderr_keep(void);
 // readable without allocating, or NULL while it is not available yet.
 const char* const* _mi_prim_environ(void);
 
-// The resident set size of the process in bytes (0 if unknown).
-size_t _mi_prim_current_rss(void);
+// What the OS knows of the process (0 where it cannot tell): CPU time in
+// user and system mode, the resident set size now and at its peak (never
+// below the current one), and the page faults that needed I/O.
+typedef struct mi_prim_process_info_s {
+  size_t user_msecs;
+  size_t system_msecs;
+  size_t current_rss;
+  size_t peak_rss;
+  size_t page_faults;
+} mi_prim_process_info_t;
+void _mi_prim_process_info(mi_prim_process_info_t* info);
 
-// Number of NUMA nodes and the node of the calling thread.
+// Number of NUMA nodes (for the statistics).
 size_t _mi_prim_numa_node_count(void);
-size_t _mi_prim_numa_node(void);
 
 #endif

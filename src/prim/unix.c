@@ -20,6 +20,7 @@
 #include "prim.h"
 
 #include <sys/mman.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -120,15 +121,6 @@ int _mi_prim_purge(void* addr, size_t size) {
 int _mi_prim_protect(void* addr, size_t size, bool protect) {
   const int saved = errno;
   return unix_result(mprotect(addr, size, protect ? PROT_NONE : (PROT_READ | PROT_WRITE)) == -1, saved);
-}
-
-int _mi_prim_hint_huge(void* addr, size_t size) {
-  #if defined(MADV_HUGEPAGE)
-  const int saved = errno;
-  return unix_result(madvise(addr, size, MADV_HUGEPAGE) == -1, saved);
-  #else
-  (void)addr; (void)size; return 0;
-  #endif
 }
 
 int _mi_prim_populate(void* addr, size_t size) {
@@ -255,7 +247,7 @@ const char* const* _mi_prim_environ(void) {
   return (const char* const*)environ;
 }
 
-size_t _mi_prim_current_rss(void) {
+static size_t unix_current_rss(void) {
   int fd = open("/proc/self/statm", O_RDONLY | O_CLOEXEC);
   if (fd < 0) return 0;
   char buf[128];
@@ -271,6 +263,18 @@ size_t _mi_prim_current_rss(void) {
   while (*s >= '0' && *s <= '9') { pages = pages * 10 + (size_t)(*s - '0'); s++; }
   long psize = sysconf(_SC_PAGESIZE);
   return pages * (size_t)(psize > 0 ? psize : 4096);
+}
+
+void _mi_prim_process_info(mi_prim_process_info_t* info) {
+  struct rusage usage;
+  memset(&usage, 0, sizeof(usage));
+  getrusage(RUSAGE_SELF, &usage);
+  info->user_msecs = (size_t)usage.ru_utime.tv_sec * 1000 + (size_t)usage.ru_utime.tv_usec / 1000;
+  info->system_msecs = (size_t)usage.ru_stime.tv_sec * 1000 + (size_t)usage.ru_stime.tv_usec / 1000;
+  info->current_rss = unix_current_rss();
+  info->peak_rss = (size_t)usage.ru_maxrss * 1024;   // Linux: KiB, and updated lazily
+  if (info->peak_rss < info->current_rss) info->peak_rss = info->current_rss;
+  info->page_faults = (size_t)usage.ru_majflt;
 }
 
 // ---------------------------------------------------------------------------
@@ -296,10 +300,4 @@ size_t _mi_prim_numa_node_count(void) {
   return node + 1;
 }
 
-size_t _mi_prim_numa_node(void) {
-  #if defined(__linux__) && defined(SYS_getcpu)
-  unsigned long node = 0, ncpu = 0;
-  if (syscall(SYS_getcpu, &ncpu, &node, NULL) == 0) return (size_t)node;
-  #endif
-  return 0;
-}
+
