@@ -361,8 +361,8 @@ static inline void mi_free_block_local(mi_page_t* page, mi_block_t* block) {
 
 // Used when draining the heap's delayed list: false if the page is busy.
 bool _mi_free_delayed_block(mi_block_t* block) {
-  mi_segment_t* const segment = _mi_ptr_segment(block);
-  mi_page_t* const page = _mi_segment_page_of(segment, block);
+  // (a big-alignment block starts at a segment unit: not the segment's own address)
+  mi_page_t* const page = _mi_ptr_page_of(block);
   // the page leaves the full queue with this block: later remote frees go
   // straight to its thread_free. Its pending remote frees are collected here
   // only when they and this block free the whole page (so that it goes back

@@ -213,3 +213,33 @@ TEST(Threads, ManyShortLivedThreads) {
     mi_free(it.p);
   }
 }
+
+TEST(Threads, BigAlignedBlockFreedByAnotherThreadWhileItsOwnerLives) {
+  // An alignment of 4 MiB or more gets a dedicated segment whose block starts
+  // at a segment-unit boundary. Freed by another thread, the block goes on its
+  // owner heap's delayed list (the page is full); the owner takes it from
+  // there at its next collection, and the segment must go back to the OS.
+  for (size_t alignment : {4 * MiB, 8 * MiB}) {
+    std::atomic<int> stage{0};
+    void* p = nullptr;
+    std::thread owner([&] {
+      p = mi_malloc_aligned(1000, alignment);
+      if (p != nullptr) fill_pattern(p, 1000, 7);
+      stage = 1;
+      while (stage != 2) std::this_thread::yield();
+      mi_collect(true);   // drains the delayed list: frees the block
+      stage = 3;
+      while (stage != 4) std::this_thread::yield();
+    });
+    while (stage != 1) std::this_thread::yield();
+    ASSERT_NE(p, nullptr);
+    EXPECT_EQ((uintptr_t)p % alignment, 0u);
+    EXPECT_TRUE(has_pattern(p, 1000, 7));
+    mi_free(p);   // while the owner lives
+    stage = 2;
+    while (stage != 3) std::this_thread::yield();
+    EXPECT_FALSE(mi_is_in_heap_region(p)) << "the block's segment is still mapped after its owner collected it";
+    stage = 4;
+    owner.join();
+  }
+}
