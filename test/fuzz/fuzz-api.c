@@ -175,7 +175,9 @@ static uint64_t mix64(uint64_t x) {
 // The pattern: word i (at byte 8*i, possibly unaligned) is seed + i*K.
 #define PATTERN_K UINT64_C(0x9E3779B97F4A7C15)
 
-static void pattern_write(uint8_t* p, size_t from, size_t to, uint64_t seed) {
+// Write the pattern over [from, to) of `p` (`write`), or compare with it:
+// the first offset that does not hold it, or SIZE_MAX.
+static size_t pattern_apply(uint8_t* p, size_t from, size_t to, uint64_t seed, bool write) {
   size_t i = from / 8;
   for (size_t pos = i * 8; pos < to; pos += 8, i++) {
     const uint64_t w = seed + (uint64_t)i * PATTERN_K;
@@ -183,24 +185,20 @@ static void pattern_write(uint8_t* p, size_t from, size_t to, uint64_t seed) {
     memcpy(bytes, &w, 8);
     const size_t lo = (pos < from ? from - pos : 0);
     const size_t hi = (to - pos < 8 ? to - pos : 8);
-    memcpy(p + pos + lo, bytes + lo, hi - lo);
-  }
-}
-
-// The first offset in [from, to) that does not hold the pattern, or SIZE_MAX.
-static size_t pattern_find_damage(const uint8_t* p, size_t from, size_t to, uint64_t seed) {
-  size_t i = from / 8;
-  for (size_t pos = i * 8; pos < to; pos += 8, i++) {
-    const uint64_t w = seed + (uint64_t)i * PATTERN_K;
-    uint8_t bytes[8];
-    memcpy(bytes, &w, 8);
-    const size_t lo = (pos < from ? from - pos : 0);
-    const size_t hi = (to - pos < 8 ? to - pos : 8);
-    if (memcmp(p + pos + lo, bytes + lo, hi - lo) != 0) {
+    if (write) memcpy(p + pos + lo, bytes + lo, hi - lo);
+    else if (memcmp(p + pos + lo, bytes + lo, hi - lo) != 0) {
       for (size_t j = lo; j < hi; j++) if (p[pos + j] != bytes[j]) return pos + j;
     }
   }
   return SIZE_MAX;
+}
+
+static void pattern_write(uint8_t* p, size_t from, size_t to, uint64_t seed) {
+  pattern_apply(p, from, to, seed, true);
+}
+
+static size_t pattern_find_damage(const uint8_t* p, size_t from, size_t to, uint64_t seed) {
+  return pattern_apply((uint8_t*)p, from, to, seed, false);
 }
 
 static size_t find_nonzero(const uint8_t* p, size_t from, size_t to) {
@@ -367,9 +365,6 @@ static mi_heap_t* owner_heap(int owner) {
   return (owner >= 0 ? heaps[owner] : mi_heap_get_backing());
 }
 
-// Where a block allocated through the default heap belongs.
-static int default_heap_owner(void) { return default_owner; }
-
 // A block freed by a thread that does not own it may still look live to a
 // visit of its heap until the owner collects it.
 static void note_remote_free(const block_t* b, bool by_worker) {
@@ -395,19 +390,40 @@ static void free_checked(int slot, input_t* in) {
 
 static bool budget_ok(size_t size) { return live_bytes + size <= MAX_LIVE; }
 
+// The operands of an allocation or a reallocation.
+typedef struct operands_s {
+  int        slot;
+  uint8_t    how;         // which entry point
+  mi_heap_t* heap;        // one of the user heaps, or NULL: the plain API (the default heap)
+  int        owner;       // of a block allocated through it
+  size_t     size;
+  size_t     alignment;
+  size_t     offset_in;   // an offset, before reduction modulo the size
+} operands_t;
+
+static operands_t in_operands(input_t* in) {
+  operands_t o;
+  o.slot = in_slot(in);
+  o.how = in_u8(in);
+  const int hslot = in_u8(in) % (HEAPS + 1);
+  o.heap = (hslot < HEAPS ? heaps[hslot] : NULL);
+  o.owner = (o.heap != NULL ? hslot : default_owner);
+  o.size = in_size(in);
+  o.alignment = in_alignment(in);
+  o.offset_in = in_u16(in);
+  return o;
+}
+
 static void op_alloc(input_t* in) {
-  const int slot = in_slot(in);
-  const uint8_t how = in_u8(in);
-  const uint8_t where = in_u8(in);
-  size_t size = in_size(in);
-  const size_t alignment = in_alignment(in);
-  const size_t offset = in_u16(in) % (size + 1);
+  const operands_t o = in_operands(in);
+  const int slot = o.slot;
+  const uint8_t how = o.how;
+  mi_heap_t* const heap = o.heap;
+  size_t size = o.size;
+  const size_t alignment = o.alignment;
+  const size_t offset = o.offset_in % (size + 1);
   free_checked(slot, in);
   if (!budget_ok(size)) size = 64;
-  // the heap: one of the user heaps, or the default heap through the plain API
-  const int hslot = where % (HEAPS + 1);
-  mi_heap_t* heap = (hslot < HEAPS ? heaps[hslot] : NULL);
-  const int owner = (heap != NULL ? hslot : default_heap_owner());
   void* p = NULL;
   size_t align = 0, off = 0;
   bool zeroed = false;
@@ -503,7 +519,7 @@ static void op_alloc(input_t* in) {
     }
   }
   if (p == NULL) fail("returned NULL for %zu bytes (alignment %zu)", size, align);
-  block_set(slot, p, size, align, off, zeroed, owner);
+  block_set(slot, p, size, align, off, zeroed, o.owner);
 }
 
 static void op_free(input_t* in) {
@@ -512,19 +528,18 @@ static void op_free(input_t* in) {
 
 // The realloc family on one block.
 static void op_realloc(input_t* in) {
-  const int slot = in_slot(in);
-  const uint8_t how = in_u8(in);
-  const uint8_t where = in_u8(in);
-  size_t newsize = in_size(in);
-  const size_t alignment = in_alignment(in);
-  const size_t offset_in = in_u16(in);
+  const operands_t o = in_operands(in);
+  const int slot = o.slot;
+  const uint8_t how = o.how;
+  mi_heap_t* const heap = o.heap;
+  size_t newsize = o.size;
+  const size_t alignment = o.alignment;
+  const size_t offset_in = o.offset_in;
   block_t* b = &blocks[slot];
   if (b->p == NULL) return;
   if (!budget_ok(newsize)) newsize = b->size;
   check_block(b, slot, true);
-  const int hslot = where % (HEAPS + 1);
-  mi_heap_t* heap = (hslot < HEAPS ? heaps[hslot] : NULL);
-  const int new_owner = (heap != NULL ? hslot : default_heap_owner());
+  const int new_owner = o.owner;
   const size_t count = (newsize % 8 == 0 && newsize > 0 ? 8 : 1);
   const size_t elem = newsize / count;
   size_t align = 0, off = 0;
