@@ -10,7 +10,9 @@
      the page is marked `has_aligned` so free finds the block start;
   4. alignments above half a segment (> 2 MiB): a dedicated huge segment laid
      out so that the returned pointer is the block start and lies in the
-     segment's first unit (or exactly at its end, see docs/design.md).
+     segment's first unit (or exactly at its end, see docs/design.md); with
+     an offset that is not a multiple of 16 the block keeps its 16-byte
+     alignment and the pointer lies up to 15 bytes into it (`has_aligned`).
 -----------------------------------------------------------------------------*/
 #include "mimalloc-internal.h"
 
