@@ -503,8 +503,11 @@ static inline void mi_page_set_heap(mi_page_t* page, mi_heap_t* heap) {
   mi_atomic_store_release(&page->xheap, (uintptr_t)heap);
 }
 
+// The head of the remote-free list, for walking it (the double-free check,
+// the validators): acquire, so that the links the pushers wrote before their
+// release CAS are visible. Pushers only prepend, so the chain read stays valid.
 static inline mi_block_t* mi_page_thread_free(const mi_page_t* page) {
-  return mi_tf_block(mi_atomic_load_relaxed(&((mi_page_t*)page)->xthread_free));
+  return mi_tf_block(mi_atomic_load_acquire(&((mi_page_t*)page)->xthread_free));
 }
 
 // Other threads freed blocks into the page (the list, or its count, is not empty).
