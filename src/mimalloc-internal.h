@@ -43,6 +43,7 @@ void   _mi_warning_message(const char* fmt, ...);
 void   _mi_error_message(int err, const char* fmt, ...);
 void   _mi_misuse_message(int err, const char* fmt, ...);   // heap misuse: fatal in secure builds
 void   _mi_errors_print_at_exit(void);
+const char* _mi_option_text(mi_option_text_t option);   // "" when not set
 mi_decl_cold void _mi_assert_fail(const char* assertion, const char* fname, unsigned int line, const char* func);
 
 // init.c
@@ -66,7 +67,17 @@ void       _mi_stat_local_update(mi_stat_count_t* stat, int64_t amount);
 void       _mi_stat_counter_local_add(mi_stat_counter_t* stat, int64_t amount);
 void       _mi_stats_done(mi_stats_t* stats);
 void       _mi_stats_print_at_exit(void);
+void       _mi_stats_interval_tick(void);                   // JSON snapshot to stats_file when due
 int64_t    _mi_clock_start(void);
+
+// prof.c
+#define MI_PROF_UNARMED  (INT64_MIN / 2)   // prof_countdown of a new heap: the first allocation arms it
+void*      _mi_prof_malloc_sampled(mi_heap_t* heap, mi_page_t* page, void* block, size_t size);  // prof_countdown ran out; returns block
+void       _mi_prof_free(const void* block);                // a block of a page with MI_PAGE_HAS_SAMPLED is freed
+void       _mi_prof_forget_page(mi_page_t* page);           // the page is freed with its blocks (heap destroy)
+void       _mi_prof_process_init(void);
+void       _mi_prof_dump_at_exit(void);
+size_t     _mi_prof_live_samples(void);
 
 // Update a counter in the thread's block `stats` (may be NULL) and the process block.
 #define mi_stat_increase(stats, stat, amount)  _mi_stat_update((stats), &_mi_stats_main.stat, (int64_t)(amount))
@@ -524,6 +535,12 @@ static inline bool mi_page_has_aligned(const mi_page_t* page) {
 }
 static inline void mi_page_set_has_aligned(mi_page_t* page, bool has_aligned) {
   mi_page_set_flag(page, MI_PAGE_HAS_ALIGNED, has_aligned);
+}
+static inline bool mi_page_has_sampled(const mi_page_t* page) {
+  return ((mi_page_flags(page) & MI_PAGE_HAS_SAMPLED) != 0);
+}
+static inline void mi_page_set_has_sampled(mi_page_t* page, bool has_sampled) {
+  mi_page_set_flag(page, MI_PAGE_HAS_SAMPLED, has_sampled);
 }
 
 static inline bool mi_page_is_huge(const mi_page_t* page) {
