@@ -722,6 +722,7 @@ void* _mi_malloc_generic(mi_heap_t* heap, size_t size) mi_attr_noexcept {
   }
   _mi_deferred_free(heap, false);
   _mi_heap_delayed_free(heap);
+  if (mi_unlikely((heap->tld->heartbeat % 64) == 0)) _mi_stats_interval_tick();   // JSON snapshots to stats_file
 
   mi_page_t* page = mi_find_page(heap, size);
   if (mi_unlikely(page == NULL)) {
