@@ -327,6 +327,7 @@ static void __attribute__((constructor)) mi_process_load(void) {
   atexit(&mi_process_done);
   mi_process_init();
   _mi_prof_process_init();   // after the options: the environment is readable now
+  _mi_stats_process_init();
 }
 
 int mi_version(void) mi_attr_noexcept {

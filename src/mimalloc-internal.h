@@ -44,6 +44,7 @@ void   _mi_error_message(int err, const char* fmt, ...);
 void   _mi_misuse_message(int err, const char* fmt, ...);   // heap misuse: fatal in secure builds
 void   _mi_errors_print_at_exit(void);
 const char* _mi_option_text(mi_option_text_t option);   // "" when not set
+bool   _mi_option_path(mi_option_text_t option, char* buf, size_t size);   // a file name option, %p expanded
 mi_decl_cold void _mi_assert_fail(const char* assertion, const char* fname, unsigned int line, const char* func);
 
 // init.c
@@ -68,6 +69,7 @@ void       _mi_stat_counter_local_add(mi_stat_counter_t* stat, int64_t amount);
 void       _mi_stats_done(mi_stats_t* stats);
 void       _mi_stats_print_at_exit(void);
 void       _mi_stats_interval_tick(void);                   // JSON snapshot to stats_file when due
+void       _mi_stats_process_init(void);                    // start the snapshot writer thread if asked for
 int64_t    _mi_clock_start(void);
 
 // prof.c

@@ -93,7 +93,7 @@ typedef struct mi_option_text_desc_s {
 
 static mi_option_text_desc_t text_options[_mi_option_text_last] = {
   { MI_UNINIT, "prof_file", "" },     // heap profile written at exit (%p: the process id)
-  { MI_UNINIT, "stats_file", "" },    // JSON statistics snapshots appended every stats_interval ms
+  { MI_UNINIT, "stats_file", "" },    // JSON statistics snapshots appended every stats_interval ms (%p: the process id)
 };
 
 static void mi_option_init(mi_option_desc_t* desc);
@@ -161,6 +161,29 @@ const char* _mi_option_text(mi_option_text_t option) {
   mi_option_text_desc_t* desc = &text_options[option];
   if (mi_unlikely(desc->init == MI_UNINIT)) mi_option_text_init(desc);
   return desc->value;
+}
+
+// A text option that names a file, with "%p" replaced by the process id (a
+// program and the programs it starts then write one file each); false if
+// the option is not set or the result does not fit.
+bool _mi_option_path(mi_option_text_t option, char* buf, size_t size) {
+  const char* text = _mi_option_text(option);
+  size_t n = 0;
+  for (const char* s = text; *s != 0; s++) {
+    if (s[0] == '%' && s[1] == 'p') {
+      const int k = snprintf(buf + n, size - n, "%ld", _mi_prim_process_id());
+      if (k < 0 || (size_t)k >= size - n) return false;
+      n += (size_t)k;
+      s++;
+    }
+    else {
+      if (n + 1 >= size) return false;
+      buf[n++] = *s;
+    }
+  }
+  if (n == 0) return false;
+  buf[n] = 0;
+  return true;
 }
 
 bool mi_option_is_enabled(mi_option_t option) {

@@ -44,7 +44,6 @@
 #include "mimalloc-internal.h"
 #include "prim/prim.h"
 
-#include <stdio.h>    // snprintf
 
 #define MI_PROF_DEPTH     64                    // frames kept per stack
 #define MI_PROF_RECHECK   ((int64_t)256 * MiB)  // bytes between looks at the option while it is off
@@ -706,22 +705,8 @@ int mi_prof_dump(const char* path) mi_attr_noexcept {
   return err;
 }
 
-// MIMALLOC_PROF_FILE: "%p" in it stands for the process id (a program and
-// the programs it starts can write one profile each).
+// MIMALLOC_PROF_FILE ("%p" in it stands for the process id).
 void _mi_prof_dump_at_exit(void) {
-  const char* name = _mi_option_text(mi_option_prof_file);
-  if (name[0] == 0) return;
   char path[1100];
-  size_t n = 0;
-  for (const char* s = name; *s != 0 && n + 24 < sizeof(path); s++) {
-    if (s[0] == '%' && s[1] == 'p') {
-      n += (size_t)snprintf(path + n, sizeof(path) - n, "%ld", _mi_prim_process_id());
-      s++;
-    }
-    else {
-      path[n++] = *s;
-    }
-  }
-  path[n] = 0;
-  (void)mi_prof_dump(path);
+  if (_mi_option_path(mi_option_prof_file, path, sizeof(path))) (void)mi_prof_dump(path);
 }

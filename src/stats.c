@@ -524,9 +524,9 @@ static void mi_json_write(mi_json_t* j, const mi_stats_snapshot_t* st) {
                    (shown++ == 0 ? "" : ","), i, st->bin_block_size[i], b->current, b->peak, b->allocated, b->freed);
   }
   mi_json_printf(j, "%s],\n", (shown > 0 ? "\n  " : ""));
-  mi_json_printf(j, "  \"process\": {\"elapsed_ms\": %zu, \"user_ms\": %zu, \"system_ms\": %zu, \"current_rss_bytes\": %zu, "
+  mi_json_printf(j, "  \"process\": {\"pid\": %ld, \"elapsed_ms\": %zu, \"user_ms\": %zu, \"system_ms\": %zu, \"current_rss_bytes\": %zu, "
                  "\"peak_rss_bytes\": %zu, \"current_commit_bytes\": %zu, \"peak_commit_bytes\": %zu, \"page_faults\": %zu, \"numa_nodes\": %zu},\n",
-                 st->elapsed_msecs, st->user_msecs, st->system_msecs, st->current_rss, st->peak_rss,
+                 _mi_prim_process_id(), st->elapsed_msecs, st->user_msecs, st->system_msecs, st->current_rss, st->peak_rss,
                  st->current_commit, st->peak_commit, st->page_faults, st->numa_nodes);
   mi_json_printf(j, "  \"prof\": {\"sample_bytes\": %zu, \"live_samples\": %zu}\n}\n", st->prof_sample, st->prof_live_samples);
 }
@@ -573,11 +573,16 @@ static void mi_stats_print_json(mi_output_fun* out, void* arg) {
 }
 
 // MIMALLOC_STATS_FILE with MIMALLOC_STATS_INTERVAL: one JSON object per line
-// (JSON Lines), appended by whichever thread takes a slow path when the
-// interval has passed (an idle program writes none), and once at exit.
+// (JSON Lines), appended by a thread started at load time that sleeps the
+// interval between snapshots, and once at exit. Where the thread cannot run
+// (it could not be started, or in a forked child, which has no copy of it),
+// whichever thread takes an allocation slow path after the interval writes it.
 static _Atomic(int64_t) mi_stats_next_write;   // when the next snapshot is due (ms)
+#define MI_STATS_PATH_MAX  1100
 
-static void mi_stats_write_file(const char* path) {
+static void mi_stats_write_file(void) {
+  char path[MI_STATS_PATH_MAX];
+  if (!_mi_option_path(mi_option_stats_file, path, sizeof(path))) return;
   mi_stats_snapshot_t st;
   mi_stats_snapshot(&st);
   mi_json_t j;
@@ -604,23 +609,38 @@ static void mi_stats_write_file(const char* path) {
   }
 }
 
+static bool mi_stats_file_wanted(void) {
+  return (mi_option_get(mi_option_stats_interval) > 0 && _mi_option_text(mi_option_stats_file)[0] != 0);
+}
+
 void _mi_stats_interval_tick(void) {
-  const long interval = mi_option_get(mi_option_stats_interval);
-  if (interval <= 0) return;
-  const char* path = _mi_option_text(mi_option_stats_file);
-  if (path[0] == 0) return;
+  if (!mi_stats_file_wanted()) return;
   const int64_t now = _mi_prim_clock_now();
   int64_t due = mi_atomic_load_relaxed(&mi_stats_next_write);
   if (now < due) return;
-  if (!mi_atomic_cas_strong_acq_rel(&mi_stats_next_write, &due, now + interval)) return;   // another thread writes it
-  mi_stats_write_file(path);
+  const int64_t next = now + mi_option_get(mi_option_stats_interval);
+  if (!mi_atomic_cas_strong_acq_rel(&mi_stats_next_write, &due, next)) return;   // another thread writes it
+  mi_stats_write_file();
+}
+
+static void mi_stats_writer(void* arg) {
+  (void)arg;
+  for (;;) {
+    _mi_stats_interval_tick();
+    const int64_t wait = mi_atomic_load_relaxed(&mi_stats_next_write) - _mi_prim_clock_now();
+    if (wait > 0) _mi_prim_sleep(wait < 1000 * 1000 ? wait : 1000 * 1000);
+  }
+}
+
+void _mi_stats_process_init(void) {
+  if (!mi_stats_file_wanted()) return;
+  const int err = _mi_prim_thread_start(&mi_stats_writer, NULL);
+  if (err != 0) _mi_warning_message("cannot start the statistics writer thread (error %d); snapshots are written from allocations\n", err);
 }
 
 void _mi_stats_print_at_exit(void) {
-  const char* path = _mi_option_text(mi_option_stats_file);
-  if (path[0] != 0 && mi_option_get(mi_option_stats_interval) > 0 &&
-      mi_atomic_load_relaxed(&mi_stats_next_write) != INT64_MAX) {
-    mi_stats_write_file(path);   // the last snapshot
+  if (mi_stats_file_wanted() && mi_atomic_load_relaxed(&mi_stats_next_write) != INT64_MAX) {
+    mi_stats_write_file();   // the last snapshot
   }
   if (mi_option_get(mi_option_show_stats) == MI_SHOW_STATS_JSON) {
     mi_stats_print_json(NULL, NULL);

@@ -97,6 +97,11 @@ size_t _mi_prim_current_rss(void);
 // The process id.
 long _mi_prim_process_id(void);
 
+// Start a detached thread that runs fn(arg), with all signals blocked.
+// Returns 0 or an errno value. Sleep the calling thread for `msecs`.
+int  _mi_prim_thread_start(void (*fn)(void*), void* arg);
+void _mi_prim_sleep(int64_t msecs);
+
 // Write `size` bytes to the file `path`: created or truncated, or appended to
 // with `append`. Returns 0 or an errno value.
 int _mi_prim_file_write(const char* path, const void* data, size_t size, bool append);

@@ -28,6 +28,7 @@
 #include <pthread.h>
 #include <string.h>
 #include <time.h>
+#include <signal.h>
 #include <dlfcn.h>      // dladdr1
 #include <link.h>       // ElfW
 #if defined(__GLIBC__)
@@ -284,6 +285,36 @@ size_t _mi_prim_current_rss(void) {
 
 long _mi_prim_process_id(void) {
   return (long)getpid();
+}
+
+typedef struct unix_thread_start_s { void (*fn)(void*); void* arg; } unix_thread_start_t;
+static unix_thread_start_t unix_thread_start;   // the one thread started (the statistics writer)
+
+static void* unix_thread_main(void* p) {
+  const unix_thread_start_t* start = (const unix_thread_start_t*)p;
+  start->fn(start->arg);
+  return NULL;
+}
+
+int _mi_prim_thread_start(void (*fn)(void*), void* arg) {
+  unix_thread_start.fn = fn;
+  unix_thread_start.arg = arg;
+  sigset_t all, old;
+  sigfillset(&all);
+  pthread_sigmask(SIG_SETMASK, &all, &old);   // the new thread inherits the mask
+  pthread_attr_t attr;
+  pthread_attr_init(&attr);
+  pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+  pthread_t thread;
+  const int err = pthread_create(&thread, &attr, &unix_thread_main, &unix_thread_start);
+  pthread_attr_destroy(&attr);
+  pthread_sigmask(SIG_SETMASK, &old, NULL);
+  return err;
+}
+
+void _mi_prim_sleep(int64_t msecs) {
+  struct timespec ts = { (time_t)(msecs / 1000), (long)(msecs % 1000) * 1000000L };
+  while (nanosleep(&ts, &ts) != 0 && errno == EINTR) { /* the rest */ }
 }
 
 int _mi_prim_file_write(const char* path, const void* data, size_t size, bool append) {

@@ -45,7 +45,7 @@ AMOUNT_ROWS = {  # name: unit
 }
 EVENT_ROWS = ["pages_extended", "page_no_retire", "mmap_calls", "commit_calls", "searches",
               "normal_count", "huge_count", "giant_count"]
-PROCESS_FIELDS = ["elapsed_ms", "user_ms", "system_ms", "current_rss_bytes", "peak_rss_bytes",
+PROCESS_FIELDS = ["pid", "elapsed_ms", "user_ms", "system_ms", "current_rss_bytes", "peak_rss_bytes",
                   "current_commit_bytes", "peak_commit_bytes", "page_faults", "numa_nodes"]
 BIN_FIELDS = ["bin", "block_size", "unit", "current", "peak", "allocated", "freed"]
 
@@ -135,15 +135,24 @@ def test_stats(program, workdir):
     except ValueError as e:
         check(False, "MIMALLOC_SHOW_STATS=json output is not JSON: %s\n%s" % (e, p.stderr))
 
-    # MIMALLOC_STATS_FILE + MIMALLOC_STATS_INTERVAL: JSON Lines while running
-    path = os.path.join(workdir, "stats.jsonl")
-    if os.path.exists(path):
-        os.remove(path)
-    p = run([program, "churn", "400"], {"MIMALLOC_STATS_FILE": path, "MIMALLOC_STATS_INTERVAL": "20"})
-    check(p.returncode == 0 and p.stderr == "", "stats file: exit code %d, stderr %r" % (p.returncode, p.stderr))
-    lines = open(path).read().splitlines() if os.path.exists(path) else []
-    check(len(lines) >= 5, "stats file: %d snapshots in 400 ms at 20 ms intervals (expected >= 5)" % len(lines))
-    last = -1
+    # MIMALLOC_STATS_FILE + MIMALLOC_STATS_INTERVAL: JSON Lines while running,
+    # also while the program does not allocate ("sleep"); %p is the pid
+    for f in os.listdir(workdir):
+        if f.startswith("stats-"):
+            os.remove(os.path.join(workdir, f))
+    for mode in ("churn", "sleep"):
+        p = run([program, mode, "400"], {"MIMALLOC_STATS_FILE": os.path.join(workdir, "stats-%s-%%p.jsonl" % mode),
+                                         "MIMALLOC_STATS_INTERVAL": "20"})
+        check(p.returncode == 0 and p.stderr == "", "stats file: exit code %d, stderr %r" % (p.returncode, p.stderr))
+        files = [f for f in os.listdir(workdir) if re.match(r"stats-%s-\d+\.jsonl$" % mode, f)]
+        check(len(files) == 1, "stats file: one file named by the pid: %s" % files)
+        lines = open(os.path.join(workdir, files[0])).read().splitlines() if files else []
+        check(len(lines) >= 5, "stats file (%s): %d snapshots in 400 ms at 20 ms intervals (expected >= 5)" % (mode, len(lines)))
+        check_lines(lines)
+
+
+def check_lines(lines):
+    last, pid = -1, None
     for i, line in enumerate(lines):
         try:
             obj = json.loads(line)
@@ -152,7 +161,8 @@ def test_stats(program, workdir):
             continue
         check_stats_object(obj, "stats file line %d" % (i + 1))
         check(obj["process"]["elapsed_ms"] >= last, "stats file: time goes forward")
-        last = obj["process"]["elapsed_ms"]
+        check(pid is None or obj["process"]["pid"] == pid, "stats file: one process")
+        last, pid = obj["process"]["elapsed_ms"], obj["process"]["pid"]
 
 
 # ---------------------------------------------------------------------------

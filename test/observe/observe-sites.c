@@ -15,6 +15,7 @@
                             from mi_stats_get as "name current peak allocated
                             freed" lines (nothing is allocated in between)
   observe-sites churn MS    allocates and frees for MS milliseconds
+  observe-sites sleep MS    sleeps MS milliseconds (allocates nothing)
 -----------------------------------------------------------------------------*/
 #include <mimalloc.h>
 
@@ -113,10 +114,17 @@ static int run_churn(double ms) {
   return 0;
 }
 
+static int run_sleep(double ms) {
+  struct timespec ts = { (time_t)(ms / 1000), (long)((ms - 1000 * (time_t)(ms / 1000)) * 1e6) };
+  while (nanosleep(&ts, &ts) != 0) { }
+  return 0;
+}
+
 int main(int argc, char** argv) {
   if (argc == 3 && strcmp(argv[1], "prof") == 0) return run_prof(argv[2]);
   if (argc == 2 && strcmp(argv[1], "stats") == 0) return run_stats();
   if (argc == 3 && strcmp(argv[1], "churn") == 0) return run_churn(atof(argv[2]));
-  fprintf(stderr, "usage: observe-sites prof FILE | stats | churn MS\n");
+  if (argc == 3 && strcmp(argv[1], "sleep") == 0) return run_sleep(atof(argv[2]));
+  fprintf(stderr, "usage: observe-sites prof FILE | stats | churn MS | sleep MS\n");
   return 2;
 }

@@ -77,7 +77,7 @@ TEST(StatsJson, NullBufferGivesABlockToFree) {
   EXPECT_EQ(s.substr(0, 2), "{\n");
   EXPECT_EQ(s.substr(s.size() - 2), "}\n");
   for (const char* field : { "\"version\": 1", "\"reserved\": {\"unit\": \"bytes\", \"current\": ", "\"bins\": [",
-                             "\"process\": {\"elapsed_ms\": ", "\"prof\": {\"sample_bytes\": " }) {
+                             "\"process\": {\"pid\": ", "\"prof\": {\"sample_bytes\": " }) {
     EXPECT_NE(s.find(field), std::string::npos) << field << "\n" << s;
   }
   mi_free(json);
