@@ -2,10 +2,13 @@
   options.c -- the runtime option table and the message channel.
 
   All options live in one table: enum order (the 1.6 ABI order), name,
-  default, the range accepted from the environment, and one line of meaning.
-  Values are read lazily from the environment variable MIMALLOC_<NAME> (any
-  case) the first time an option is used. A check at start-up asserts that
-  the table order matches the enum.
+  default, the range accepted from the environment (and a word an option
+  may take besides: show_stats=json), and one line of meaning. Values are
+  read lazily from the environment variable MIMALLOC_<NAME> (any case) the
+  first time an option is used. A check at start-up asserts that the table
+  order matches the enum. The options whose value is a file name
+  (prof_file, stats_file) are in a second, small table: they are not in
+  the enum, whose values are numbers, and come from the environment only.
 
   A mistake in the environment is always reported, once, on the message
   channel, whatever show_errors, verbose and max_errors say: a value that is

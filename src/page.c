@@ -586,6 +586,7 @@ static void mi_page_init(mi_heap_t* heap, mi_page_t* page, size_t block_size) {
 
 // A fresh page from the segment layer, pushed at the front of `pq`.
 static mi_page_t* mi_page_fresh_alloc(mi_heap_t* heap, mi_page_queue_t* pq, size_t block_size, size_t page_alignment, size_t align_offset) {
+  _mi_stats_interval_tick();   // a snapshot to stats_file if one is due and its thread cannot write it
   mi_page_t* page = _mi_segment_page_alloc(heap, block_size, page_alignment, align_offset, &heap->tld->segments);
   if (page == NULL) return NULL;   // out of memory, or a reclaimed page went into the queue
   mi_page_init(heap, page, block_size);
@@ -722,7 +723,6 @@ void* _mi_malloc_generic(mi_heap_t* heap, size_t size) mi_attr_noexcept {
   }
   _mi_deferred_free(heap, false);
   _mi_heap_delayed_free(heap);
-  if (mi_unlikely((heap->tld->heartbeat % 64) == 0)) _mi_stats_interval_tick();   // JSON snapshots to stats_file
 
   mi_page_t* page = mi_find_page(heap, size);
   if (mi_unlikely(page == NULL)) {

@@ -253,10 +253,12 @@ void _mi_prof_process_init(void) {
   }
 }
 
-static void mi_prof_record(mi_page_t* page, void* block, size_t size, long mean) {
+// `size` bytes were asked for and `charged` counted down (with the padding of
+// debug builds): the sampling probability is that of `charged`.
+static void mi_prof_record(mi_page_t* page, void* block, size_t size, size_t charged, long mean) {
   void* frames[MI_PROF_DEPTH];
   const size_t depth = _mi_prim_backtrace(frames, MI_PROF_DEPTH);
-  const double p = mi_prof_one_minus_exp_neg((double)size / (double)mean);
+  const double p = mi_prof_one_minus_exp_neg((double)charged / (double)mean);
   const double objects = (p > 0.0 ? 1.0 / p : 1.0);
   mi_prof_acquire();
   const size_t s = mi_prof_stack_find(frames, depth);
@@ -301,7 +303,7 @@ void* _mi_prof_malloc_sampled(mi_heap_t* heap, mi_page_t* page, void* block, siz
     _mi_prim_backtrace_init();
     mi_prof_unwinder_ready = true;
   }
-  mi_prof_record(page, block, size - MI_PADDING_SIZE, mean);
+  mi_prof_record(page, block, size - MI_PADDING_SIZE, size, mean);
   mi_prof_busy = false;
   return block;
 }

@@ -12,7 +12,11 @@
   See docs/design.md ("Statistics").
 
   Printing formats into a stack buffer and delivers one line per call to the
-  output function; it never allocates.
+  output function; it never allocates. One table of rows (name, label, kind,
+  place in mi_stats_t and in the public mi_stats_snapshot_t) drives the text
+  table, mi_stats_get and the JSON (mi_stats_get_json, show_stats=json, and
+  the snapshots appended to stats_file every stats_interval ms by a thread
+  of its own); docs/observability.md documents every JSON field.
 -----------------------------------------------------------------------------*/
 #include "mimalloc-internal.h"
 #include "prim/prim.h"
@@ -576,7 +580,7 @@ static void mi_stats_print_json(mi_output_fun* out, void* arg) {
 // (JSON Lines), appended by a thread started at load time that sleeps the
 // interval between snapshots, and once at exit. Where the thread cannot run
 // (it could not be started, or in a forked child, which has no copy of it),
-// whichever thread takes an allocation slow path after the interval writes it.
+// whichever thread takes a fresh page after the interval writes it.
 static _Atomic(int64_t) mi_stats_next_write;   // when the next snapshot is due (ms)
 #define MI_STATS_PATH_MAX  1100
 
@@ -614,7 +618,7 @@ static bool mi_stats_file_wanted(void) {
 }
 
 void _mi_stats_interval_tick(void) {
-  if (!mi_stats_file_wanted()) return;
+  if (mi_likely(!mi_stats_file_wanted())) return;
   const int64_t now = _mi_prim_clock_now();
   int64_t due = mi_atomic_load_relaxed(&mi_stats_next_write);
   if (now < due) return;
