@@ -438,7 +438,7 @@ static mi_decl_noinline void mi_free_generic(mi_segment_t* segment, mi_page_t* p
   const bool local = (owner == _mi_thread_id());
   mi_stat_free(page, block);
   if (!mi_free_checks(page, block, local)) return;
-  if (mi_unlikely(mi_page_has_sampled(page))) _mi_prof_free(block);   // before the block can be reused
+  if (mi_unlikely(mi_page_has_sampled(page))) _mi_prof_free(page, block);   // before the block can be reused
   if (mi_likely(local)) {
     mi_free_block_local(page, block);
     return;

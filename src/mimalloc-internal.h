@@ -75,7 +75,7 @@ int64_t    _mi_clock_start(void);
 // prof.c
 #define MI_PROF_UNARMED  (INT64_MIN / 2)   // prof_countdown of a new heap: the first allocation arms it
 void*      _mi_prof_malloc_sampled(mi_heap_t* heap, mi_page_t* page, void* block, size_t size);  // prof_countdown ran out; returns block
-void       _mi_prof_free(const void* block);                // a block of a page with MI_PAGE_HAS_SAMPLED is freed
+void       _mi_prof_free(mi_page_t* page, const void* block);   // a block of a page with MI_PAGE_HAS_SAMPLED is freed
 void       _mi_prof_forget_page(mi_page_t* page);           // the page is freed with its blocks (heap destroy)
 void       _mi_prof_process_init(void);
 void       _mi_prof_dump_at_exit(void);

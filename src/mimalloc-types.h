@@ -192,9 +192,10 @@ typedef enum mi_delayed_e {
 typedef uintptr_t mi_thread_free_t;   // block pointer | delayed state
 
 // The flags byte tested as a whole by `free`: non-zero sends it to the generic
-// path. Written only by the owner; read by any thread (relaxed atomic byte:
-// the bit a remote reader needs, has_aligned, cannot change while it holds a
-// live block of the page).
+// path. Written only by the owner (whole-byte stores), except that the heap
+// profiler may clear HAS_SAMPLED from any thread (atomic and, under its lock);
+// read by any thread (relaxed atomic byte: the bit a remote reader needs,
+// has_aligned, cannot change while it holds a live block of the page).
 #define MI_PAGE_IN_FULL      (0x01)   // the page sits in the full queue
 #define MI_PAGE_HAS_ALIGNED  (0x02)   // some block was handed out as an aligned interior pointer
 #define MI_PAGE_HAS_SAMPLED  (0x04)   // some block is tracked by the heap profiler (prof.c): its free must tell it

@@ -24,7 +24,8 @@
   the flags byte that `free` already tests on its fast path, so frees of
   other pages pay nothing and a free from a flagged page takes the generic
   path, which removes the block from the table before the block is reused.
-  The flag is cleared when the page becomes empty (like MI_PAGE_HAS_ALIGNED).
+  A table of flagged pages counts their sampled blocks: the free of the last
+  one clears the flag (and an empty page never has it).
 
   Dumping. `mi_prof_dump(path)`, and MIMALLOC_PROF_FILE at exit, write
   pprof's profile.proto: four sample types (alloc_objects, alloc_space,
@@ -108,21 +109,28 @@ typedef struct mi_prof_stack_s {
   void*    frames[MI_PROF_DEPTH];        // return addresses, innermost first
 } mi_prof_stack_t;
 
-typedef struct mi_prof_block_s {
-  uintptr_t block;        // 0: an empty slot
-  size_t    stack;        // index in the stack table
-  size_t    size;         // bytes requested
-  double    objects;      // 1/p: the allocations it stands for
-} mi_prof_block_t;
+// An entry of an address-keyed table: a sampled block, or a page holding
+// sampled blocks (then `size` counts them).
+typedef struct mi_prof_entry_s {
+  uintptr_t key;          // the address; 0: an empty slot
+  size_t    stack;        // (blocks) index in the stack table
+  size_t    size;         // (blocks) bytes requested; (pages) sampled blocks live in it
+  double    objects;      // (blocks) 1/p: the allocations it stands for
+} mi_prof_entry_t;
+
+typedef struct mi_prof_map_s {
+  mi_prof_entry_t* slots;   // [cap], open addressing with linear probing
+  size_t           count;
+  size_t           cap;
+} mi_prof_map_t;
 
 typedef struct mi_prof_tables_s {
   mi_prof_stack_t* stacks;       // [stack_cap]
   size_t           stack_count;
   size_t           stack_cap;
   uint32_t*        stack_index;  // [2*stack_cap]: stack number + 1, or 0
-  mi_prof_block_t* blocks;       // [block_cap]
-  size_t           block_count;
-  size_t           block_cap;
+  mi_prof_map_t    blocks;       // sampled blocks not yet freed
+  mi_prof_map_t    pages;        // pages with MI_PAGE_HAS_SAMPLED, and how many such blocks each holds
 } mi_prof_tables_t;
 
 static mi_prof_tables_t mi_prof;
@@ -143,46 +151,66 @@ static void mi_prof_release(void) {
   mi_atomic_store_release(&mi_prof_lock, 0);
 }
 
-static size_t mi_prof_block_slot(uintptr_t block, size_t cap) {
-  uint64_t h = (uint64_t)block * 0x9E3779B97F4A7C15ULL;
+static size_t mi_prof_slot(uintptr_t key, size_t cap) {
+  const uint64_t h = (uint64_t)key * 0x9E3779B97F4A7C15ULL;
   return (size_t)(h >> 20) & (cap - 1);
 }
 
-static bool mi_prof_blocks_grow(void) {
-  const size_t cap = (mi_prof.block_cap == 0 ? 1024 : 2 * mi_prof.block_cap);
-  mi_prof_block_t* blocks = (mi_prof_block_t*)_mi_os_alloc(cap * sizeof(mi_prof_block_t));
-  if (blocks == NULL) return false;
-  for (size_t i = 0; i < mi_prof.block_cap; i++) {
-    const mi_prof_block_t* b = &mi_prof.blocks[i];
-    if (b->block == 0) continue;
-    size_t j = mi_prof_block_slot(b->block, cap);
-    while (blocks[j].block != 0) j = (j + 1) & (cap - 1);
-    blocks[j] = *b;
+static bool mi_prof_map_grow(mi_prof_map_t* m) {
+  const size_t cap = (m->cap == 0 ? 1024 : 2 * m->cap);
+  mi_prof_entry_t* slots = (mi_prof_entry_t*)_mi_os_alloc(cap * sizeof(mi_prof_entry_t));
+  if (slots == NULL) return false;
+  for (size_t i = 0; i < m->cap; i++) {
+    const mi_prof_entry_t* e = &m->slots[i];
+    if (e->key == 0) continue;
+    size_t j = mi_prof_slot(e->key, cap);
+    while (slots[j].key != 0) j = (j + 1) & (cap - 1);
+    slots[j] = *e;
   }
-  if (mi_prof.blocks != NULL) _mi_os_free(mi_prof.blocks, mi_prof.block_cap * sizeof(mi_prof_block_t));
-  mi_prof.blocks = blocks;
-  mi_prof.block_cap = cap;
+  if (m->slots != NULL) _mi_os_free(m->slots, m->cap * sizeof(mi_prof_entry_t));
+  m->slots = slots;
+  m->cap = cap;
   return true;
 }
 
-// Remove the entry at slot `i` and close the gap (linear probing: entries
-// after it that would no longer be found move back).
-static void mi_prof_block_remove_at(size_t i) {
-  const size_t mask = mi_prof.block_cap - 1;
+static mi_prof_entry_t* mi_prof_map_find(mi_prof_map_t* m, uintptr_t key) {
+  if (m->cap == 0) return NULL;
+  for (size_t j = mi_prof_slot(key, m->cap); m->slots[j].key != 0; j = (j + 1) & (m->cap - 1)) {
+    if (m->slots[j].key == key) return &m->slots[j];
+  }
+  return NULL;
+}
+
+// A new entry for `key` (not in the table), zeroed; NULL when out of memory.
+static mi_prof_entry_t* mi_prof_map_insert(mi_prof_map_t* m, uintptr_t key) {
+  if (2 * (m->count + 1) > m->cap && !mi_prof_map_grow(m)) return NULL;
+  size_t j = mi_prof_slot(key, m->cap);
+  while (m->slots[j].key != 0) j = (j + 1) & (m->cap - 1);
+  mi_prof_entry_t* e = &m->slots[j];
+  memset(e, 0, sizeof(*e));
+  e->key = key;
+  m->count++;
+  return e;
+}
+
+// Remove an entry and close the gap: entries after it that would no longer
+// be found from their home slot move back.
+static void mi_prof_map_remove(mi_prof_map_t* m, mi_prof_entry_t* e) {
+  const size_t mask = m->cap - 1;
+  size_t i = (size_t)(e - m->slots);
   size_t j = i;
   for (;;) {
     j = (j + 1) & mask;
-    if (mi_prof.blocks[j].block == 0) break;
-    const size_t home = mi_prof_block_slot(mi_prof.blocks[j].block, mi_prof.block_cap);
-    // move j to i if its home is not in (i, j] cyclically
-    const bool stays = (i <= j ? (i < home && home <= j) : (i < home || home <= j));
+    if (m->slots[j].key == 0) break;
+    const size_t home = mi_prof_slot(m->slots[j].key, m->cap);
+    const bool stays = (i <= j ? (i < home && home <= j) : (i < home || home <= j));   // home in (i, j]
     if (!stays) {
-      mi_prof.blocks[i] = mi_prof.blocks[j];
+      m->slots[i] = m->slots[j];
       i = j;
     }
   }
-  mi_prof.blocks[i].block = 0;
-  mi_prof.block_count--;
+  m->slots[i].key = 0;
+  m->count--;
 }
 
 static uint64_t mi_prof_stack_hash(void* const* frames, size_t depth) {
@@ -262,22 +290,24 @@ static void mi_prof_record(mi_page_t* page, void* block, size_t size, size_t cha
   const double objects = (p > 0.0 ? 1.0 / p : 1.0);
   mi_prof_acquire();
   const size_t s = mi_prof_stack_find(frames, depth);
-  if (s != SIZE_MAX && (2 * (mi_prof.block_count + 1) <= mi_prof.block_cap || mi_prof_blocks_grow())) {
+  mi_prof_entry_t* pg = mi_prof_map_find(&mi_prof.pages, (uintptr_t)page);
+  if (pg == NULL && s != SIZE_MAX) pg = mi_prof_map_insert(&mi_prof.pages, (uintptr_t)page);
+  mi_prof_entry_t* b = (pg != NULL ? mi_prof_map_insert(&mi_prof.blocks, (uintptr_t)block) : NULL);
+  if (b != NULL) {
     mi_prof_stack_t* st = &mi_prof.stacks[s];
     st->alloc_objects += objects;
     st->alloc_space += objects * (double)size;
     st->inuse_objects += objects;
     st->inuse_space += objects * (double)size;
-    size_t j = mi_prof_block_slot((uintptr_t)block, mi_prof.block_cap);
-    while (mi_prof.blocks[j].block != 0) j = (j + 1) & (mi_prof.block_cap - 1);
-    mi_prof_block_t* b = &mi_prof.blocks[j];
-    b->block = (uintptr_t)block;
     b->stack = s;
     b->size = size;
     b->objects = objects;
-    mi_prof.block_count++;
+    pg->size++;
     mi_atomic_add_relaxed(&mi_prof_live, 1);
     mi_page_set_has_sampled(page, true);   // before the block reaches the program
+  }
+  else if (pg != NULL && pg->size == 0) {
+    mi_prof_map_remove(&mi_prof.pages, pg);   // (out of memory)
   }
   mi_prof_release();
 }
@@ -308,21 +338,31 @@ void* _mi_prof_malloc_sampled(mi_heap_t* heap, mi_page_t* page, void* block, siz
   return block;
 }
 
-void _mi_prof_free(const void* block) {
-  mi_prof_acquire();
-  if (mi_prof.block_cap > 0) {
-    size_t j = mi_prof_block_slot((uintptr_t)block, mi_prof.block_cap);
-    for (; mi_prof.blocks[j].block != 0; j = (j + 1) & (mi_prof.block_cap - 1)) {
-      const mi_prof_block_t* b = &mi_prof.blocks[j];
-      if (b->block != (uintptr_t)block) continue;
-      mi_prof_stack_t* st = &mi_prof.stacks[b->stack];
-      st->inuse_objects -= b->objects;
-      st->inuse_space -= b->objects * (double)b->size;
-      mi_prof_block_remove_at(j);
-      mi_atomic_sub_relaxed(&mi_prof_live, 1);
-      break;
-    }
+// Forget a sampled block (under the lock). When it was the last one of its
+// page, the page's flag goes too, so its other frees take the fast path
+// again; any thread may clear it: the flag is only set and cleared under
+// the lock, and the owner's own writes of the flags byte are whole-byte
+// stores, so a clear it overwrites at worst leaves the flag set (frees of
+// that page then look here for nothing until it is empty).
+static void mi_prof_forget(mi_page_t* page, const void* block) {
+  mi_prof_entry_t* b = mi_prof_map_find(&mi_prof.blocks, (uintptr_t)block);
+  if (b == NULL) return;   // an unsampled block of a flagged page
+  mi_prof_stack_t* st = &mi_prof.stacks[b->stack];
+  st->inuse_objects -= b->objects;
+  st->inuse_space -= b->objects * (double)b->size;
+  mi_prof_map_remove(&mi_prof.blocks, b);
+  mi_atomic_sub_relaxed(&mi_prof_live, 1);
+  mi_prof_entry_t* pg = mi_prof_map_find(&mi_prof.pages, (uintptr_t)page);
+  mi_assert_internal(pg != NULL && pg->size > 0);
+  if (pg != NULL && --pg->size == 0) {
+    mi_prof_map_remove(&mi_prof.pages, pg);
+    mi_atomic_and_acq_rel(&page->xflags, (uint8_t)~MI_PAGE_HAS_SAMPLED);
   }
+}
+
+void _mi_prof_free(mi_page_t* page, const void* block) {
+  mi_prof_acquire();
+  mi_prof_forget(page, block);
   mi_prof_release();
 }
 
@@ -330,10 +370,12 @@ void _mi_prof_forget_page(mi_page_t* page) {
   if (!mi_page_has_sampled(page)) return;
   size_t psize;
   const uint8_t* const start = _mi_page_start(_mi_page_segment(page), page, &psize);
-  for (uintptr_t p = (uintptr_t)start; p < (uintptr_t)start + psize; p += mi_page_block_size(page)) {
-    _mi_prof_free((const void*)p);
+  const size_t bsize = mi_page_block_size(page);
+  mi_prof_acquire();
+  for (uintptr_t p = (uintptr_t)start; p < (uintptr_t)start + psize && mi_page_has_sampled(page); p += bsize) {
+    mi_prof_forget(page, (const void*)p);
   }
-  mi_page_set_has_sampled(page, false);
+  mi_prof_release();
 }
 
 size_t _mi_prof_live_samples(void) {
