@@ -300,6 +300,7 @@ static void mi_process_done(void) {
 static void mi_fork_child(void) {
   mi_atomic_store_relaxed(&thread_count, 1);
   _mi_segments_fork_child();
+  _mi_prof_fork_child();
 }
 
 void mi_process_init(void) mi_attr_noexcept {

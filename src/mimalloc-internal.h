@@ -78,6 +78,7 @@ void*      _mi_prof_malloc_sampled(mi_heap_t* heap, mi_page_t* page, void* block
 void       _mi_prof_free(mi_page_t* page, const void* block);   // a block of a page with MI_PAGE_HAS_SAMPLED is freed
 void       _mi_prof_forget_page(mi_page_t* page);           // the page is freed with its blocks (heap destroy)
 void       _mi_prof_process_init(void);
+void       _mi_prof_fork_child(void);
 void       _mi_prof_dump_at_exit(void);
 size_t     _mi_prof_live_samples(void);
 

@@ -378,6 +378,12 @@ void _mi_prof_forget_page(mi_page_t* page) {
   mi_prof_release();
 }
 
+// In a forked child only the forking thread exists: a lock another thread
+// held at the fork is free (what that thread was changing may be lost).
+void _mi_prof_fork_child(void) {
+  mi_atomic_store_release(&mi_prof_lock, 0);
+}
+
 size_t _mi_prof_live_samples(void) {
   return mi_atomic_load_relaxed(&mi_prof_live);
 }
