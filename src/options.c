@@ -482,13 +482,18 @@ static bool mi_env_parse(const char* text, long* value, bool* overflow) {
   return true;
 }
 
+// The environment entry of an option not read yet; NULL if it has none (and
+// then the default stands, unless the environment may not be ready yet:
+// before the library is loaded, look again later).
+static const char* mi_option_entry(const char* name, mi_init_t* init) {
+  const char* entry = mi_env_find(name);
+  if (entry == NULL && mi_options_ready) *init = MI_DEFAULTED;
+  return entry;
+}
+
 static void mi_option_init(mi_option_desc_t* desc) {
-  const char* entry = mi_env_find(desc->name);
-  if (entry == NULL) {
-    // before the library is loaded the environment may not be ready: look again later
-    if (mi_options_ready) desc->init = MI_DEFAULTED;
-    return;
-  }
+  const char* entry = mi_option_entry(desc->name, &desc->init);
+  if (entry == NULL) return;
   const char* text = mi_env_value(entry);
   long value = 0;
   bool overflow = false;
@@ -545,11 +550,8 @@ static void mi_env_check_unknown(void) {
 // A text option: its value as written, unless it is too long (then it is
 // reported and not used).
 static void mi_option_text_init(mi_option_text_desc_t* desc) {
-  const char* entry = mi_env_find(desc->name);
-  if (entry == NULL) {
-    if (mi_options_ready) desc->init = MI_DEFAULTED;
-    return;
-  }
+  const char* entry = mi_option_entry(desc->name, &desc->init);
+  if (entry == NULL) return;
   const char* text = mi_env_value(entry);
   desc->init = MI_INITIALIZED;
   if (strlen(text) > MI_OPTION_TEXT_MAX) {

@@ -279,8 +279,7 @@ void _mi_page_free(mi_page_t* page, mi_page_queue_t* pq, bool force) {
   mi_assert_expensive(mi_page_is_valid(page));
   mi_assert_internal(pq == _mi_heap_page_queue_of(mi_page_heap(page), page));
   mi_assert_internal(mi_page_thread_free_flag_ok(page));
-  mi_page_set_has_aligned(page, false);
-  mi_page_set_has_sampled(page, false);   // no live block: none is sampled
+  mi_page_set_flag(page, MI_PAGE_HAS_ALIGNED | MI_PAGE_HAS_SAMPLED, false);   // no live block: none is aligned or sampled
   mi_heap_t* heap = mi_page_heap(page);
   mi_segments_tld_t* segments_tld = &heap->tld->segments;
   mi_page_unretire(heap, page);
@@ -319,8 +318,7 @@ void _mi_page_retire(mi_page_t* page) mi_attr_noexcept {
   mi_assert_internal(page != NULL);
   mi_assert_expensive(mi_page_is_valid(page));
   mi_assert_internal(mi_page_all_free(page));
-  mi_page_set_has_aligned(page, false);
-  mi_page_set_has_sampled(page, false);   // no live block: none is sampled
+  mi_page_set_flag(page, MI_PAGE_HAS_ALIGNED | MI_PAGE_HAS_SAMPLED, false);   // no live block: none is aligned or sampled
   mi_heap_t* heap = mi_page_heap(page);
   mi_page_queue_t* pq = _mi_heap_page_queue_of(heap, page);
   if (mi_unlikely(page->xblock_size > MI_LARGE_OBJ_SIZE_MAX || mi_page_is_in_full(page))) {

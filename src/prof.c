@@ -31,20 +31,25 @@
   pprof's profile.proto: four sample types (alloc_objects, alloc_space,
   inuse_objects, inuse_space; the last is pprof's default), one sample per
   stack, locations by address, and the executable mappings of
-  /proc/self/maps, so pprof symbolises with the binaries on disk. The
-  frames of the allocator itself are left to pprof's `drop_frames` (a
-  regular expression in the profile), which needs no knowledge of how the
-  allocation entry points inline into each other. The protobuf encoder and
-  the gzip container are written here (a deflate stream of stored blocks:
-  no compression, so no zlib dependency; a profile is small).
+  /proc/self/maps, so pprof symbolises with the binaries on disk. Addresses
+  in exported functions also get the function's name (dladdr1), for
+  binaries without debug information. The stacks are copied out of the
+  tables first and encoded without the lock: naming takes the dynamic
+  loader's lock, which a thread may hold while it allocates. The
+  allocator's own innermost frames are left out when it is a shared object;
+  a static copy is part of the program's binary, and pprof cuts its frames
+  by the profile's `drop_frames` (a regular expression of our entry points)
+  once it has names for them. The protobuf encoder and the gzip container
+  are written here (a deflate stream of stored blocks: no compression, so
+  no zlib dependency; a profile is small). `mi_heap_destroy` forgets the
+  sampled blocks of the pages it frees.
 
   Known limits: a block that grows in place with realloc keeps the size it
-  was sampled with; `mi_heap_destroy` forgets the sampled blocks of the pages
-  it frees; stacks deeper than MI_PROF_DEPTH frames are cut at the root.
+  was sampled with; stacks deeper than MI_PROF_DEPTH frames lose their
+  outermost frames; without glibc's backtrace, stacks are empty.
 -----------------------------------------------------------------------------*/
 #include "mimalloc-internal.h"
 #include "prim/prim.h"
-
 
 #define MI_PROF_DEPTH     64                    // frames kept per stack
 #define MI_PROF_RECHECK   ((int64_t)256 * MiB)  // bytes between looks at the option while it is off

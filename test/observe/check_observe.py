@@ -172,53 +172,43 @@ def check_lines(lines):
 # The heap profile
 # ---------------------------------------------------------------------------
 
+def read_varint(data, i):
+    """The varint at data[i:], and the index after it."""
+    x = shift = 0
+    while True:
+        b = data[i]
+        i += 1
+        x |= (b & 0x7F) << shift
+        shift += 7
+        if b < 0x80:
+            return x, i
+
+
 def pb_fields(data):
     """(field, wire type, value) of a protobuf message: ints for varints, bytes for the rest."""
-    i = 0
-    out = []
-
-    def varint():
-        nonlocal i
-        x = shift = 0
-        while True:
-            b = data[i]
-            i += 1
-            x |= (b & 0x7F) << shift
-            shift += 7
-            if b < 0x80:
-                return x
+    i, out = 0, []
     while i < len(data):
-        key = varint()
+        key, i = read_varint(data, i)
         field, wire = key >> 3, key & 7
         if wire == 0:
-            out.append((field, 0, varint()))
+            value, i = read_varint(data, i)
         elif wire == 2:
-            n = varint()
-            out.append((field, 2, data[i:i + n]))
-            i += n
-        elif wire == 1:
-            out.append((field, 1, data[i:i + 8]))
-            i += 8
-        elif wire == 5:
-            out.append((field, 5, data[i:i + 4]))
-            i += 4
+            n, i = read_varint(data, i)
+            value, i = data[i:i + n], i + n
+        elif wire in (1, 5):
+            n = (8 if wire == 1 else 4)
+            value, i = data[i:i + n], i + n
         else:
             raise ValueError("wire type %d" % wire)
+        out.append((field, wire, value))
     return out
 
 
 def pb_packed(data):
     """The varints of a packed repeated field."""
-    out, i = [], 0
+    i, out = 0, []
     while i < len(data):
-        x = shift = 0
-        while True:
-            b = data[i]
-            i += 1
-            x |= (b & 0x7F) << shift
-            shift += 7
-            if b < 0x80:
-                break
+        x, i = read_varint(data, i)
         out.append(x)
     return out
 
