@@ -41,20 +41,12 @@ void* _mi_page_malloc(mi_heap_t* heap, mi_page_t* page, size_t size) mi_attr_noe
   block->next = 0;   // no encoded link reaches the program
   #endif
   #if (MI_PADDING > 0)
-  // the trailer: canary and the distance from the user data's end; the
-  // first bytes of that distance are filled and checked on free
-  mi_padding_t* const padding = (mi_padding_t*)((uint8_t*)block + mi_page_usable_block_size(page));
-  const size_t delta = (size_t)((uint8_t*)padding - (uint8_t*)block) - (size - MI_PADDING_SIZE);
-  mi_assert_internal(delta <= mi_page_usable_block_size(page));
-  mi_padding_set(page, block, padding, delta);
-  uint8_t* fill = (uint8_t*)padding - delta;
-  if (delta >= MI_MAX_ALIGN_SIZE) {
-    const uint64_t pattern = 0x0101010101010101ULL * MI_DEBUG_PADDING;   // two word stores, no call
-    memcpy(fill, &pattern, sizeof(pattern));
-    memcpy(fill + sizeof(pattern), &pattern, sizeof(pattern));
-  }
-  else if (delta > 0) {
-    memset(fill, MI_DEBUG_PADDING, delta);
+  // the trailer: live, with the distance from the end of the user data
+  const size_t usable = mi_page_usable_block_size(page);
+  if (mi_likely(usable >= sizeof(mi_block_t))) {
+    const size_t delta = usable - (size - MI_PADDING_SIZE);
+    mi_assert_internal(delta <= usable);
+    mi_trailer_set_live(page, block, usable, delta);
   }
   #endif
   #if (MI_STAT > 1)
@@ -187,71 +179,76 @@ void _mi_block_next_corrupt(const mi_page_t* page, const mi_block_t* block, cons
 }
 
 #if (MI_PADDING > 0)
-// Read a block's trailer; false if its canary is damaged.
-static bool mi_page_decode_padding(const mi_page_t* page, const mi_block_t* block, size_t* delta, size_t* bsize) {
-  *bsize = mi_page_usable_block_size(page);
-  const mi_padding_t* const padding = (mi_padding_t*)((uint8_t*)block + *bsize);
-  return mi_padding_get(page, block, padding, *bsize, delta);
-}
-
-// The exact size the user asked for.
+// The exact size the user asked for (0 for a block that is not handed out).
 static size_t mi_page_usable_size_of(const mi_page_t* page, const mi_block_t* block) {
-  size_t bsize, delta;
-  const bool ok = mi_page_decode_padding(page, block, &delta, &bsize);
-  return (ok ? bsize - delta : 0);
+  const size_t usable = mi_page_usable_block_size(page);
+  if (usable < sizeof(mi_block_t)) return usable;
+  const uint64_t state = mi_trailer_state(page, block, usable);
+  return (mi_trailer_state_is_live(state, usable) ? usable - (size_t)(state >> 32) : 0);
 }
 
-static bool mi_verify_padding(const mi_page_t* page, const mi_block_t* block, size_t* size, size_t* wrong) {
-  size_t bsize, delta;
-  const bool ok = mi_page_decode_padding(page, block, &delta, &bsize);
-  *size = *wrong = bsize;
-  if (!ok) return false;
-  *size = bsize - delta;
-  const uint8_t* fill = (uint8_t*)block + bsize - delta;
-  const size_t maxpad = (delta > MI_MAX_ALIGN_SIZE ? MI_MAX_ALIGN_SIZE : delta);
-  static const uint8_t expected[MI_MAX_ALIGN_SIZE] = {
-    MI_DEBUG_PADDING, MI_DEBUG_PADDING, MI_DEBUG_PADDING, MI_DEBUG_PADDING,
-    MI_DEBUG_PADDING, MI_DEBUG_PADDING, MI_DEBUG_PADDING, MI_DEBUG_PADDING,
-    MI_DEBUG_PADDING, MI_DEBUG_PADDING, MI_DEBUG_PADDING, MI_DEBUG_PADDING,
-    MI_DEBUG_PADDING, MI_DEBUG_PADDING, MI_DEBUG_PADDING, MI_DEBUG_PADDING };
-  if (mi_likely(maxpad == 0 || memcmp(fill, expected, maxpad) == 0)) return true;
-  for (size_t i = 0; i < maxpad; i++) {   // (only to say where)
-    if (fill[i] != MI_DEBUG_PADDING) {
-      *wrong = bsize - delta + i;
-      return false;
+// A free whose trailer is not live and intact: say what is wrong. False
+// means "do not free" (not a block, or a double free).
+static mi_decl_noinline mi_decl_cold bool mi_free_trailer_failed(const mi_page_t* page, const mi_block_t* block,
+                                                                  size_t usable, uint64_t state) {
+  const size_t bsize = usable + MI_PADDING_SIZE;
+  const size_t ofs = (size_t)((const uint8_t*)block - page->page_start);
+  if (!mi_page_has_aligned(page) && (ofs % bsize != 0 || ofs / bsize >= page->capacity)) {
+    _mi_misuse_message(EINVAL, "mi_free: invalid pointer (not the start of a block): %p\n", (const void*)block);
+    return false;
+  }
+  if (state == MI_TRAILER_FREE) {
+    _mi_misuse_message(EAGAIN, "double free detected of block %p with size %zu\n", (const void*)block, bsize);
+    return false;
+  }
+  if (mi_trailer_state_is_live(state, usable)) {
+    // the canary is intact: the fill after the user data is not
+    const size_t size = usable - (size_t)(state >> 32);
+    const uint8_t* const fill = (const uint8_t*)block + size;
+    size_t i = 0;
+    while (i + 1 < usable - size && fill[i] == MI_DEBUG_PADDING) i++;
+    _mi_misuse_message(EFAULT, "buffer overflow in heap block %p of size %zu: write after %zu bytes\n",
+                      (const void*)block, size, size + i);
+  }
+  else {
+    _mi_misuse_message(EFAULT, "buffer overflow in heap block %p of size %zu: its trailer (canary) is damaged\n",
+                      (const void*)block, usable);
+  }
+  return true;   // (when the process goes on) the block itself is fine to free
+}
+
+static mi_decl_noinline mi_decl_cold void mi_free_underflow(const mi_block_t* block, size_t usable) {
+  _mi_misuse_message(EFAULT, "buffer underflow in heap block %p of size %zu: the canary below it is damaged (a write before its start, or past the end of the block below)\n",
+                    (const void*)block, usable);
+}
+
+// The trailer checks of a free: this block's trailer must be live with its
+// fill intact, the trailer below it (its front canary) live or free; then it
+// reads free. False: do not free.
+static inline bool mi_free_check_trailers(const mi_page_t* page, mi_block_t* block) {
+  const size_t usable = mi_page_usable_block_size(page);
+  if (mi_unlikely(usable < sizeof(mi_block_t))) return true;   // 8-byte blocks: no room
+  const uint64_t state = mi_trailer_state(page, block, usable);
+  if (mi_unlikely(!mi_trailer_state_is_live(state, usable) ||
+                  !mi_trailer_fill_intact(block, usable, (size_t)(state >> 32)))) {
+    if (!mi_free_trailer_failed(page, block, usable, state)) return false;
+  }
+  const size_t bsize = usable + MI_PADDING_SIZE;
+  if ((const uint8_t*)block >= page->page_start + bsize) {
+    const mi_block_t* const below = (const mi_block_t*)((const uint8_t*)block - bsize);
+    if (mi_unlikely(!mi_trailer_state_is_intact(mi_trailer_state(page, below, usable), usable))) {
+      mi_free_underflow(block, usable);
     }
   }
+  mi_trailer_set_free(page, block, usable);
   return true;
 }
-
-static void mi_check_padding(const mi_page_t* page, const mi_block_t* block) {
-  size_t size, wrong;
-  if (!mi_verify_padding(page, block, &size, &wrong)) {
-    _mi_misuse_message(EFAULT, "buffer overflow in heap block %p of size %zu: write after %zu bytes\n",
-                      (void*)block, size, wrong);
-  }
-  #if (MI_SECURE >= 4)
-  // the trailer of the block below is this block's front canary (secure
-  // builds give every block of a page a trailer when the page is extended)
-  const size_t bsize = mi_page_block_size(page);
-  const uint8_t* const start = page->page_start;
-  if ((const uint8_t*)block >= start + bsize && page->xblock_size < MI_HUGE_BLOCK_SIZE &&
-      bsize >= MI_PADDING_SIZE + sizeof(mi_block_t)) {
-    const mi_block_t* const below = (const mi_block_t*)((const uint8_t*)block - bsize);
-    const mi_padding_t* const trailer = (const mi_padding_t*)((const uint8_t*)block - MI_PADDING_SIZE);
-    size_t below_delta;
-    if (!mi_padding_get(page, below, trailer, mi_page_usable_block_size(page), &below_delta)) {
-      _mi_misuse_message(EFAULT, "buffer underflow in heap block %p of size %zu: the canary below it is damaged (a write before its start, or past the end of the block below)\n",
-                        (void*)block, size);
-    }
-  }
-  #endif
-}
-#else
-#define mi_check_padding(page, block)  ((void)0)
 #endif
 
-#if defined(MI_ENCODE_FREELIST) && ((MI_DEBUG > 0) || (MI_SECURE >= 4))
+#if defined(MI_ENCODE_FREELIST) && (MI_DEBUG > 0) && (MI_PADDING == 0)
+// Builds with encoded lists but no trailers: a local free whose block's
+// first word decodes like a link of its page is looked up in the page's
+// lists (live user data rarely does).
 static bool mi_list_contains(const mi_page_t* page, const mi_block_t* list, const mi_block_t* elem) {
   while (list != NULL) {
     if (elem == list) return true;
@@ -270,8 +267,6 @@ static mi_decl_noinline bool mi_check_is_double_freex(const mi_page_t* page, con
   return false;
 }
 
-// Only a block whose first word decodes like a free-list link is looked up
-// in the page's lists (live user data rarely does).
 static inline bool mi_check_is_double_free(const mi_page_t* page, const mi_block_t* block) {
   mi_block_t* n = mi_block_nextx(page, block, page->keys);
   if (((uintptr_t)n & (MI_INTPTR_SIZE - 1)) == 0 && (n == NULL || mi_is_in_same_page(block, n))) {
@@ -308,8 +303,11 @@ static void mi_stat_free(const mi_page_t* page, const mi_block_t* block) {
 // "do not free" (a detected double free).
 static inline bool mi_free_checks(const mi_page_t* page, mi_block_t* block, bool local) {
   (void)page; (void)block; (void)local;
+  #if (MI_PADDING > 0)
+  if (!mi_free_check_trailers(page, block)) return false;
+  #else
   if (local && mi_unlikely(mi_check_is_double_free(page, block))) return false;
-  mi_check_padding(page, block);
+  #endif
   #if (MI_DEBUG > 0)
   memset(block, MI_DEBUG_FREED, mi_page_usable_block_size(page));
   #endif
@@ -391,15 +389,25 @@ static mi_decl_noinline mi_decl_cold void mi_free_invalid(const void* p) {
   _mi_misuse_message(EINVAL, "mi_free: invalid pointer (not allocated by mimalloc): %p\n", p);
 }
 
-#if (MI_SECURE >= 4)
-// Secure builds: is `p` the start of a block handed out by a page in use
-// (or, in a page of aligned blocks, inside one)? Reports when it is not.
-static mi_decl_noinline bool mi_is_block_start_slow(const mi_page_t* page, const void* p) {
+#if (MI_SECURE >= 4) || (MI_PADDING > 0)
+#define MI_FREE_CHECK_PTR 1
+// Checked builds (secure level 4, and debug builds, which have trailers): a
+// freed pointer must be aligned and lie in its page's extended blocks with
+// room for a whole block after it, so that its trailer can be read; whether
+// it is a block's start then shows in that trailer (mi_free_check_trailers
+// reports the exact reason when it does not read live). Pages of aligned
+// blocks (any address inside a block finds it) and every pointer outside that
+// range take the slow check here, which reports.
+static mi_decl_noinline bool mi_free_ptr_check_slow(const mi_page_t* page, const void* p) {
   if (!page->segment_in_use || page->xblock_size == 0) {
     _mi_misuse_message(EINVAL, "mi_free: invalid pointer (in an unused page): %p\n", p);
     return false;
   }
-  if (mi_page_has_aligned(page)) return true;   // aligned blocks: any address inside one is found
+  if (mi_page_has_aligned(page)) return true;
+  if (((uintptr_t)p % MI_INTPTR_SIZE) != 0) {
+    _mi_misuse_message(EINVAL, "mi_free: invalid (unaligned) pointer: %p\n", p);
+    return false;
+  }
   const uint8_t* const start = page->page_start;
   const size_t ofs = (size_t)((const uint8_t*)p - start);
   const size_t bsize = mi_page_block_size(page);
@@ -410,14 +418,11 @@ static mi_decl_noinline bool mi_is_block_start_slow(const mi_page_t* page, const
   return true;
 }
 
-static inline bool mi_is_block_start(const mi_page_t* page, const void* p) {
-  if (mi_likely(page->segment_in_use && page->xblock_size != 0 && !mi_page_has_aligned(page))) {
-    const size_t ofs = (size_t)((const uint8_t*)p - page->page_start);   // huge below the start
-    const size_t bsize = mi_page_block_size(page);
-    const bool aligned = ((bsize & (bsize - 1)) == 0 ? (ofs & (bsize - 1)) == 0 : ofs % bsize == 0);
-    if (mi_likely(aligned && ofs < (size_t)page->capacity * bsize)) return true;
-  }
-  return mi_is_block_start_slow(page, p);
+static inline bool mi_free_ptr_check(const mi_page_t* page, const void* p) {
+  const size_t ofs = (size_t)((const uint8_t*)p - page->page_start);   // huge below the start
+  const size_t bsize = page->xblock_size;   // (a huge page: the sentinel, and only its start passes)
+  if (mi_likely(ofs + bsize - 1 < (size_t)page->capacity * bsize && (ofs % MI_INTPTR_SIZE) == 0)) return true;
+  return mi_free_ptr_check_slow(page, p);
 }
 #endif
 
@@ -427,13 +432,10 @@ static mi_decl_noinline void mi_free_generic(mi_segment_t* segment, mi_page_t* p
     mi_free_invalid(p);
     return;
   }
-  mi_block_t* block = (mi_page_has_aligned(page) ? _mi_page_ptr_unalign(segment, page, p) : (mi_block_t*)p);
-  #if (MI_DEBUG > 0)
-  if (mi_unlikely(((uintptr_t)p & (MI_INTPTR_SIZE - 1)) != 0 && !mi_page_has_aligned(page))) {
-    _mi_misuse_message(EINVAL, "mi_free: invalid (unaligned) pointer: %p\n", p);
-    return;
-  }
+  #if defined(MI_FREE_CHECK_PTR)
+  if (mi_unlikely(!mi_free_ptr_check(page, p))) return;   // (the unit-aligned path comes here unchecked)
   #endif
+  mi_block_t* block = (mi_page_has_aligned(page) ? _mi_page_ptr_unalign(segment, page, p) : (mi_block_t*)p);
   const uintptr_t owner = mi_atomic_load_relaxed(&segment->thread_id);
   const bool local = (owner == _mi_thread_id());
   mi_stat_free(page, block);
@@ -483,16 +485,11 @@ void mi_free(void* p) mi_attr_noexcept {
   }
   #endif
   mi_page_t* const page = _mi_segment_page_of(segment, p);
-  #if (MI_SECURE >= 4)
-  if (mi_unlikely(!mi_is_block_start(page, p))) return;
-  #elif (MI_DEBUG > 0)
-  if (mi_unlikely(((uintptr_t)p & (MI_INTPTR_SIZE - 1)) != 0 && !mi_page_has_aligned(page))) {
-    _mi_misuse_message(EINVAL, "mi_free: invalid (unaligned) pointer: %p\n", p);
-    return;
-  }
-  #endif
   const uintptr_t tid = _mi_thread_id();
   if (mi_likely(tid == mi_atomic_load_relaxed(&segment->thread_id) && mi_page_flags(page) == 0)) {
+    #if defined(MI_FREE_CHECK_PTR)
+    if (mi_unlikely(!mi_free_ptr_check(page, p))) return;
+    #endif
     mi_block_t* const block = (mi_block_t*)p;
     mi_stat_free(page, block);
     if (!mi_free_checks(page, block, true)) return;

@@ -558,13 +558,14 @@ static inline bool mi_page_is_huge(const mi_page_t* page) {
 // is reported corrupt and cut.
 // ------------------------------------------------------
 
+// (written so that compilers emit one rotate instruction)
 static inline uintptr_t mi_rotl(uintptr_t x, uintptr_t shift) {
-  shift %= MI_INTPTR_BITS;
-  return (shift == 0 ? x : ((x << shift) | (x >> (MI_INTPTR_BITS - shift))));
+  shift &= (MI_INTPTR_BITS - 1);
+  return ((x << shift) | (x >> ((0 - shift) & (MI_INTPTR_BITS - 1))));
 }
 static inline uintptr_t mi_rotr(uintptr_t x, uintptr_t shift) {
-  shift %= MI_INTPTR_BITS;
-  return (shift == 0 ? x : ((x >> shift) | (x << (MI_INTPTR_BITS - shift))));
+  shift &= (MI_INTPTR_BITS - 1);
+  return ((x >> shift) | (x << ((0 - shift) & (MI_INTPTR_BITS - 1))));
 }
 
 static inline uintptr_t mi_ptr_encode(const void* null, const void* p, const uintptr_t* keys) {
@@ -629,26 +630,84 @@ static inline void mi_block_set_next(const mi_page_t* page, mi_block_t* block, c
 }
 
 #if (MI_PADDING > 0)
-// A block's trailer: the low half of the block's encoded address is the
-// canary, and the distance to the end of the user data is stored masked with
-// the high half, so that damage to either word shows (a one-byte underflow of
-// the block above hits the distance word).
-// (The canary is masked with a constant: the trailer of an 8-byte block is
-// its only word, and unmasked it would read as an encoded link to the block
-// itself, which makes every free of such a block look like a double free.)
-#define MI_PADDING_CANARY_MASK  0x9E3779B9u
-static inline void mi_padding_set(const mi_page_t* page, const mi_block_t* block, mi_padding_t* padding, size_t delta) {
-  const uint64_t key = (uint64_t)mi_ptr_encode(page, block, page->keys);
-  padding->canary = (uint32_t)key ^ MI_PADDING_CANARY_MASK;
-  padding->delta = (uint32_t)delta ^ (uint32_t)(key >> 32);
-}
+// A block's trailer: the last word of every block, the block's encoded
+// address xor its state. While the block is handed out the state is
+// MI_TRAILER_LIVE in the low half and, in the high half, the distance from
+// the end of the user data to the trailer (whose first bytes, up to 8, or all
+// in debug builds, hold MI_DEBUG_PADDING); while it is free (on a list, or never handed out) the
+// state is MI_TRAILER_FREE. A free checks the state is live and makes it free,
+// which catches a second free of the block; any other value is damage (an
+// overflow of this block, or an underflow of the block above), or a pointer
+// that is not the start of a block. The two states differ in one bit, so a
+// neighbour's trailer is checked with one comparison whatever its state.
+// (Blocks of 8 bytes have no room for a link and a trailer: a free one's
+// trailer is its link, and they get no trailer checks.)
+#define MI_TRAILER_LIVE   ((uint64_t)0x9E3779B9u)
+#define MI_TRAILER_FREE   (MI_TRAILER_LIVE ^ 0x100u)
+#define MI_TRAILER_PATTERN (0x0101010101010101ULL * MI_DEBUG_PADDING)
 
-// False if the trailer is damaged; else *delta is the distance.
-static inline bool mi_padding_get(const mi_page_t* page, const mi_block_t* block, const mi_padding_t* padding,
-                                  size_t usable, size_t* delta) {
-  const uint64_t key = (uint64_t)mi_ptr_encode(page, block, page->keys);
-  *delta = (size_t)(padding->delta ^ (uint32_t)(key >> 32));
-  return (padding->canary == ((uint32_t)key ^ MI_PADDING_CANARY_MASK) && *delta <= usable);
+static inline uint64_t mi_trailer_key(const mi_page_t* page, const mi_block_t* block) {
+  return (uint64_t)(mi_rotl((uintptr_t)block ^ page->keys[1], page->keys[0]) + page->keys[0]);
+}
+static inline uint8_t* mi_trailer_of(const mi_block_t* block, size_t usable) {
+  return ((uint8_t*)block + usable);
+}
+// (word accesses through memcpy: a pointer being checked may be unaligned)
+static inline uint64_t mi_trailer_load(const uint8_t* trailer) {
+  uint64_t w;
+  memcpy(&w, trailer, sizeof(w));
+  return w;
+}
+static inline void mi_trailer_store(uint8_t* trailer, uint64_t w) {
+  memcpy(trailer, &w, sizeof(w));
+}
+// The trailer's state: MI_TRAILER_LIVE | delta << 32, MI_TRAILER_FREE, or damage.
+static inline uint64_t mi_trailer_state(const mi_page_t* page, const mi_block_t* block, size_t usable) {
+  return (mi_trailer_load(mi_trailer_of(block, usable)) ^ mi_trailer_key(page, block));
+}
+static inline bool mi_trailer_state_is_live(uint64_t state, size_t usable) {
+  return ((uint32_t)state == MI_TRAILER_LIVE && (state >> 32) <= usable);
+}
+// live or free (the check of a neighbour)
+static inline bool mi_trailer_state_is_intact(uint64_t state, size_t usable) {
+  return (((uint32_t)state | 0x100u) == (MI_TRAILER_LIVE | 0x100u) && (state >> 32) <= usable);
+}
+static inline void mi_trailer_set_free(const mi_page_t* page, mi_block_t* block, size_t usable) {
+  mi_trailer_store(mi_trailer_of(block, usable), mi_trailer_key(page, block) ^ MI_TRAILER_FREE);
+}
+// Hand a block out for `delta` bytes less than its usable size (usable >= 8).
+static inline void mi_trailer_set_live(const mi_page_t* page, mi_block_t* block, size_t usable, size_t delta) {
+  uint8_t* const end = mi_trailer_of(block, usable);
+  mi_trailer_store(end, mi_trailer_key(page, block) ^ (MI_TRAILER_LIVE | ((uint64_t)delta << 32)));
+  #if (MI_DEBUG > 0)
+  memset(end - delta, MI_DEBUG_PADDING, delta);   // debug builds: all of the fill
+  #else
+  if (delta >= 8) {
+    mi_trailer_store(end - delta, MI_TRAILER_PATTERN);   // the first 8 fill bytes
+  }
+  else if (delta != 0) {
+    // the word before the trailer: its low bytes are user data (maybe known
+    // zero), its high `delta` bytes the fill
+    const uint64_t keep = ((uint64_t)1 << (8 * (8 - delta))) - 1;
+    const uint64_t w = mi_trailer_load(end - 8);
+    mi_trailer_store(end - 8, (w & keep) | (MI_TRAILER_PATTERN & ~keep));
+  }
+  #endif
+}
+// Are the fill bytes after the user data intact? (usable >= 8)
+static inline bool mi_trailer_fill_intact(const mi_block_t* block, size_t usable, size_t delta) {
+  if (delta == 0) return true;
+  #if (MI_DEBUG > 0)
+  // debug builds: all of the fill
+  const uint8_t* const fill = mi_trailer_of(block, usable) - delta;
+  for (size_t i = 0; i < delta; i++) {
+    if (fill[i] != MI_DEBUG_PADDING) return false;
+  }
+  return true;
+  #else
+  const uint64_t w = mi_trailer_load(mi_trailer_of(block, usable) - (delta >= 8 ? delta : 8)) ^ MI_TRAILER_PATTERN;
+  return ((delta >= 8 ? w : w >> (8 * (8 - delta))) == 0);
+  #endif
 }
 #endif
 

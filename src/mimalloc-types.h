@@ -127,10 +127,10 @@
 #define MI_SMALL_WSIZE_MAX                (128)
 #define MI_SMALL_SIZE_MAX                 (MI_SMALL_WSIZE_MAX*sizeof(void*))
 
-// The padding trailer of a block (MI_PADDING).
+// The padding trailer of a block (MI_PADDING): one word, the block's encoded
+// address xor its state (see mi_trailer_* in mimalloc-internal.h).
 typedef struct mi_padding_s {
-  uint32_t canary;   // encoded block address: must be intact on free
-  uint32_t delta;    // bytes between the end of the user data and the trailer
+  uint64_t word;
 } mi_padding_t;
 #if (MI_PADDING > 0)
   #define MI_PADDING_SIZE   (sizeof(mi_padding_t))
@@ -239,8 +239,8 @@ typedef struct mi_page_s {
 
   struct mi_page_s* next;       // heap queue links
   struct mi_page_s* prev;
-  #if (MI_SECURE > 0)
-  uint8_t* page_start;          // the block area (secure builds check every freed pointer against it)
+  #if (MI_SECURE > 0) || (MI_PADDING > 0)
+  uint8_t* page_start;          // the block area (checked builds check every freed pointer against it)
   #endif
 } mi_page_t;
 
@@ -271,7 +271,8 @@ typedef struct mi_segment_s {
   bool       mem_is_fixed;      // large OS pages: never purged
   bool       mem_is_committed;  // the whole segment is accessible
   uint8_t    huge_fresh;        // huge: 0 reused memory, 1 fresh (a probe), 2 fresh and populated
-  bool       guarded;           // secure builds: the guard pages are installed
+  bool       guarded;           // secure builds: the header's and the segment end's guards are installed
+  uint64_t   guard_mask;        // secure level >= 2, small/medium: pages whose end guard is installed (bit i: pages[i])
 
   struct mi_segment_s* next;    // free-segment queue links (owner only)
   struct mi_segment_s* prev;

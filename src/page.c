@@ -521,16 +521,17 @@ static void mi_page_extend_free(mi_page_t* page) {
   else
   #endif
   mi_page_free_list_extend(page, bsize, extend);
-  #if (MI_SECURE >= 4) && (MI_PADDING > 0)
-  // every block gets a trailer now, so that the canary below any block of
-  // the page can be checked when that block is freed
-  // (not in blocks too small for both a link and a trailer: there a free
-  // block's link is its trailer)
-  uint8_t* const area = _mi_page_start(_mi_page_segment(page), page, NULL);
-  for (size_t i = page->capacity; bsize >= MI_PADDING_SIZE + sizeof(mi_block_t) && i < (size_t)page->capacity + extend; i++) {
-    mi_block_t* const block = (mi_block_t*)(area + i * bsize);
-    mi_padding_t* const padding = (mi_padding_t*)((uint8_t*)block + bsize - MI_PADDING_SIZE);
-    mi_padding_set(page, block, padding, 0);
+  #if (MI_PADDING > 0)
+  // every new block gets a trailer that reads free, so that the canary below
+  // any block of the page can be checked when that block is freed, and a
+  // free of a block never handed out reads as the double free it is (not in
+  // blocks too small for both a link and a trailer: there a free block's
+  // link is its trailer)
+  if (bsize >= MI_PADDING_SIZE + sizeof(mi_block_t)) {
+    uint8_t* const area = _mi_page_start(_mi_page_segment(page), page, NULL);
+    for (size_t i = page->capacity; i < (size_t)page->capacity + extend; i++) {
+      mi_trailer_set_free(page, (mi_block_t*)(area + i * bsize), bsize - MI_PADDING_SIZE);
+    }
   }
   #endif
   page->capacity += (uint16_t)extend;
@@ -552,7 +553,7 @@ static void mi_page_init(mi_heap_t* heap, mi_page_t* page, size_t block_size) {
   const bool sentinel = (block_size >= MI_HUGE_BLOCK_SIZE || segment->aligned_block != NULL);
   page->xblock_size = (sentinel ? MI_HUGE_BLOCK_SIZE : (uint32_t)block_size);
   uint8_t* const page_start = _mi_segment_page_start(segment, page, page->xblock_size, &page_size, NULL);
-  #if (MI_SECURE > 0)
+  #if (MI_SECURE > 0) || (MI_PADDING > 0)
   page->page_start = page_start;
   #else
   (void)page_start;

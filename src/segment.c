@@ -189,23 +189,50 @@ uint8_t* _mi_segment_page_start(const mi_segment_t* segment, const mi_page_t* pa
   return p;
 }
 
-// Install (on) or remove the guards of a segment; idempotent.
+// Install (on) or remove the guards of a segment; idempotent. At level 2 the
+// guards of small and medium pages are installed when a page is first
+// claimed (mi_segment_page_guard): a segment pays for the pages it uses. One
+// call removes them all (the segment's memory is then plainly accessible,
+// as the region and the segment cache expect it).
 static void mi_segment_guards(mi_segment_t* segment, bool on) {
   #if (MI_SECURE > 0)
   if (segment->guarded == on || segment->mem_is_fixed) return;
   const size_t guard = mi_segment_guard_size();
-  uint8_t* const header_guard = (uint8_t*)segment + segment->segment_info_size - guard;
-  if (on) _mi_os_protect(header_guard, guard); else _mi_os_unprotect(header_guard, guard);
-  for (size_t i = 0; i < segment->capacity; i++) {
-    mi_page_t* page = &segment->pages[i];
-    if (!mi_segment_page_guarded(segment, page)) continue;
-    size_t psize;
-    uint8_t* start = _mi_segment_page_start(segment, page, 0, &psize, NULL);
-    if (on) _mi_os_protect(start + psize, guard); else _mi_os_unprotect(start + psize, guard);
+  if (on) {
+    _mi_os_protect((uint8_t*)segment + segment->segment_info_size - guard, guard);
+    for (size_t i = 0; i < segment->capacity; i++) {
+      mi_page_t* page = &segment->pages[i];
+      if (!mi_segment_page_guarded(segment, page)) continue;
+      if (MI_SECURE >= 2 && segment->page_kind <= MI_PAGE_MEDIUM && i + 1 < segment->capacity) continue;   // at claim
+      size_t psize;
+      uint8_t* start = _mi_segment_page_start(segment, page, 0, &psize, NULL);
+      _mi_os_protect(start + psize, guard);
+    }
+  }
+  else {
+    _mi_os_unprotect(segment, segment->segment_size);
+    segment->guard_mask = 0;
   }
   segment->guarded = on;
   #else
   (void)segment; (void)on;
+  #endif
+}
+
+// Level 2: the guard at the end of a small or medium page, installed the
+// first time the page is claimed in this segment's life.
+static void mi_segment_page_guard(mi_segment_t* segment, mi_page_t* page) {
+  #if (MI_SECURE >= 2)
+  const uint64_t bit = (uint64_t)1 << page->segment_idx;
+  if (segment->page_kind > MI_PAGE_MEDIUM || segment->mem_is_fixed || (segment->guard_mask & bit) != 0) return;
+  if ((size_t)page->segment_idx + 1 < segment->capacity) {   // (the last one came with the segment)
+    size_t psize;
+    uint8_t* start = _mi_segment_page_start(segment, page, 0, &psize, NULL);
+    _mi_os_protect(start + psize, mi_segment_guard_size());
+  }
+  segment->guard_mask |= bit;
+  #else
+  (void)segment; (void)page;
   #endif
 }
 
@@ -271,12 +298,12 @@ static void mi_segment_purge_pages(mi_segment_t* segment, uint64_t mask) {
   while (mask != 0) {
     size_t first;
     size_t n = mi_bit_run(mask, &first);
-    if (MI_SECURE >= 2) n = 1;   // every page ends in a guard: purge page by page, guards untouched
     const uint64_t run = mi_bit_mask(n, first);
     uint8_t* start = _mi_segment_page_start(segment, &segment->pages[first], 0, NULL, NULL);
     size_t last_size;
     uint8_t* last = _mi_segment_page_start(segment, &segment->pages[first + n - 1], 0, &last_size, NULL);
-    uint8_t* end = last + last_size;   // (the end of the run's last block area: not its guard)
+    uint8_t* end = last + last_size;   // (the end of the run's last block area: not its guard;
+                                       // guards inside the run stay no-access under both calls)
     bool ok;
     if (decommit) {
       ok = _mi_os_decommit(start, (size_t)(end - start));
@@ -597,8 +624,12 @@ static mi_segment_t* mi_segment_alloc(size_t required, mi_page_kind_t page_kind,
   bool is_committed = false, is_large = false, is_zero = false;
   size_t mem_size;
   mi_segment_t* segment = NULL;
+  bool guards_in_place = false;
   if (page_kind != MI_PAGE_HUGE && (segment = mi_segment_cache_pop(tld)) != NULL) {
-    // a cached segment of this thread: committed, not known zero
+    // a cached segment of this thread: committed, not known zero; it keeps
+    // its guards (secure builds) when it serves the same page kind again
+    if (segment->guarded && segment->page_kind == page_kind) guards_in_place = true;
+    else mi_segment_guards(segment, false);
     memid = segment->memid;
     mem_size = segment->mem_size;
     is_committed = true;
@@ -628,7 +659,9 @@ static mi_segment_t* mi_segment_alloc(size_t required, mi_page_kind_t page_kind,
 
   // header: everything zero except what we set below (the guard page is not
   // part of it)
+  const uint64_t guard_mask = (guards_in_place ? segment->guard_mask : 0);
   if (!is_zero) memset((void*)segment, 0, info_size - mi_segment_guard_size());
+  segment->guard_mask = guard_mask;
   segment->memid = memid;
   segment->mem_size = mem_size;
   segment->mem_is_fixed = is_large;
@@ -651,7 +684,8 @@ static mi_segment_t* mi_segment_alloc(size_t required, mi_page_kind_t page_kind,
   _mi_segment_map_allocated_at(segment);
   mi_segments_track_size((long)segment_size, tld);
   mi_stat_increase(&_mi_segments_tld_stats(tld), segments, 1);
-  mi_segment_guards(segment, true);
+  if (guards_in_place) segment->guarded = true;   // (the header was cleared above)
+  else mi_segment_guards(segment, true);
   if (page_kind <= MI_PAGE_MEDIUM) mi_segment_insert_in_free_queue(segment, tld);
   return segment;
 }
@@ -704,7 +738,8 @@ static void mi_segment_free(mi_segment_t* segment, bool force, mi_segments_tld_t
   mi_segment_purge_clear(segment, tld);
   mi_segment_remove_from_free_queue(segment, tld);
   mi_segments_track_size(-((long)segment->segment_size), tld);
-  mi_segment_guards(segment, false);   // a cached segment may next serve another page kind
+  // (a cached segment keeps its guards: it most often serves the same page
+  // kind again; mi_segment_alloc moves them when it does not)
   if (!force && mi_segment_cache_push(segment, tld)) return;
   mi_segment_os_free(segment, force, &_mi_segments_tld_stats(tld));
   _mi_region_try_purge();
@@ -723,6 +758,7 @@ static bool mi_segment_page_claim(mi_segment_t* segment, mi_page_t* page, mi_seg
   mi_assert_internal(!page->segment_in_use);
   mi_segment_purge_cancel(segment, page, tld);   // claimed before its purge: no system call
   if (!mi_page_unreset(segment, page)) return false;
+  mi_segment_page_guard(segment, page);
   page->used = 0;
   page->segment_in_use = true;
   segment->used++;
