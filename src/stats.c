@@ -643,8 +643,9 @@ void _mi_stats_process_init(void) {
 }
 
 void _mi_stats_print_at_exit(void) {
-  if (mi_stats_file_wanted() && mi_atomic_load_relaxed(&mi_stats_next_write) != INT64_MAX) {
-    mi_stats_write_file();   // the last snapshot
+  int64_t due = mi_atomic_load_relaxed(&mi_stats_next_write);
+  if (mi_stats_file_wanted() && due != INT64_MAX && mi_atomic_cas_strong_acq_rel(&mi_stats_next_write, &due, INT64_MAX)) {
+    mi_stats_write_file();   // the last snapshot (and the writer thread writes no more)
   }
   if (mi_option_get(mi_option_show_stats) == MI_SHOW_STATS_JSON) {
     mi_stats_print_json(NULL, NULL);
