@@ -51,6 +51,9 @@ static mi_decl_noinline void* mi_heap_malloc_zero_aligned_at_fallback(mi_heap_t*
   const uintptr_t adjust = (alignment - (((uintptr_t)p + offset) & align_mask)) & align_mask;
   void* aligned_p = (uint8_t*)p + adjust;
   if (aligned_p != p) mi_page_set_has_aligned(_mi_ptr_page_of(p), true);
+  #if (MI_PADDING > 0)
+  _mi_block_set_size(aligned_p, size);   // the trailer's fill starts right after the request
+  #endif
   mi_assert_internal(((uintptr_t)aligned_p + offset) % alignment == 0);
   mi_assert_internal(_mi_ptr_page_of(aligned_p) == _mi_ptr_page_of(p));
   return aligned_p;

@@ -87,6 +87,7 @@ int   __posix_memalign(void** p, size_t alignment, size_t size) MI_FORWARD(mi_po
 // C++ operators (Itanium ABI names, 64-bit size_t), defined from C, weak
 // ---------------------------------------------------------------------------
 
+#if (MI_PADDING == 0)
 void* _Znwm(size_t n)                                MI_FORWARD_WEAK(mi_new);                  // new
 void* _Znam(size_t n)                                MI_FORWARD_WEAK(mi_new);                  // new[]
 void* _ZnwmSt11align_val_t(size_t n, size_t al)      MI_FORWARD_WEAK(mi_new_aligned);
@@ -110,3 +111,29 @@ MI_DECL_WEAK void  _ZdlPvRKSt9nothrow_t(void* p, MI_NOTHROW_TAG) { (void)tag; mi
 MI_DECL_WEAK void  _ZdaPvRKSt9nothrow_t(void* p, MI_NOTHROW_TAG) { (void)tag; mi_free(p); }
 MI_DECL_WEAK void  _ZdlPvSt11align_val_tRKSt9nothrow_t(void* p, size_t al, MI_NOTHROW_TAG) { (void)tag; mi_free_aligned(p, al); }
 MI_DECL_WEAK void  _ZdaPvSt11align_val_tRKSt9nothrow_t(void* p, size_t al, MI_NOTHROW_TAG) { (void)tag; mi_free_aligned(p, al); }
+#else
+// Checked builds (secure level 4, debug): blocks from new[] are marked in
+// their trailer, and every delete checks that its form (delete or delete[])
+// matches and that a sized delete gives the size asked for (alloc.c).
+#define MI_NOTHROW_TAG   const void* tag   // const std::nothrow_t&
+void* _Znwm(size_t n)                                MI_FORWARD_WEAK(mi_new);                  // new
+void* _ZnwmSt11align_val_t(size_t n, size_t al)      MI_FORWARD_WEAK(mi_new_aligned);
+MI_DECL_WEAK void* _ZnwmRKSt9nothrow_t(size_t n, MI_NOTHROW_TAG) { (void)tag; return mi_new_nothrow(n); }
+MI_DECL_WEAK void* _ZnwmSt11align_val_tRKSt9nothrow_t(size_t n, size_t al, MI_NOTHROW_TAG) { (void)tag; return mi_new_aligned_nothrow(n, al); }
+MI_DECL_WEAK void* _Znam(size_t n)                   { return _mi_new_array_mark(mi_new(n)); }                // new[]
+MI_DECL_WEAK void* _ZnamSt11align_val_t(size_t n, size_t al) { return _mi_new_array_mark(mi_new_aligned(n, al)); }
+MI_DECL_WEAK void* _ZnamRKSt9nothrow_t(size_t n, MI_NOTHROW_TAG) { (void)tag; return _mi_new_array_mark(mi_new_nothrow(n)); }
+MI_DECL_WEAK void* _ZnamSt11align_val_tRKSt9nothrow_t(size_t n, size_t al, MI_NOTHROW_TAG) { (void)tag; return _mi_new_array_mark(mi_new_aligned_nothrow(n, al)); }
+MI_DECL_WEAK void  _ZdlPv(void* p)                   { _mi_free_delete(p, SIZE_MAX, false); }                 // delete
+MI_DECL_WEAK void  _ZdaPv(void* p)                   { _mi_free_delete(p, SIZE_MAX, true); }                  // delete[]
+MI_DECL_WEAK void  _ZdlPvm(void* p, size_t n)        { _mi_free_delete(p, n, false); }
+MI_DECL_WEAK void  _ZdaPvm(void* p, size_t n)        { _mi_free_delete(p, n, true); }
+MI_DECL_WEAK void  _ZdlPvSt11align_val_t(void* p, size_t al) { (void)al; _mi_free_delete(p, SIZE_MAX, false); }
+MI_DECL_WEAK void  _ZdaPvSt11align_val_t(void* p, size_t al) { (void)al; _mi_free_delete(p, SIZE_MAX, true); }
+MI_DECL_WEAK void  _ZdlPvmSt11align_val_t(void* p, size_t n, size_t al) { (void)al; _mi_free_delete(p, n, false); }
+MI_DECL_WEAK void  _ZdaPvmSt11align_val_t(void* p, size_t n, size_t al) { (void)al; _mi_free_delete(p, n, true); }
+MI_DECL_WEAK void  _ZdlPvRKSt9nothrow_t(void* p, MI_NOTHROW_TAG) { (void)tag; _mi_free_delete(p, SIZE_MAX, false); }
+MI_DECL_WEAK void  _ZdaPvRKSt9nothrow_t(void* p, MI_NOTHROW_TAG) { (void)tag; _mi_free_delete(p, SIZE_MAX, true); }
+MI_DECL_WEAK void  _ZdlPvSt11align_val_tRKSt9nothrow_t(void* p, size_t al, MI_NOTHROW_TAG) { (void)tag; (void)al; _mi_free_delete(p, SIZE_MAX, false); }
+MI_DECL_WEAK void  _ZdaPvSt11align_val_tRKSt9nothrow_t(void* p, size_t al, MI_NOTHROW_TAG) { (void)tag; (void)al; _mi_free_delete(p, SIZE_MAX, true); }
+#endif

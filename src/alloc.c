@@ -210,6 +210,12 @@ static mi_decl_noinline mi_decl_cold bool mi_free_trailer_failed(const mi_page_t
     _mi_misuse_message(EFAULT, "buffer overflow in heap block %p of size %zu: write after %zu bytes\n",
                       (const void*)block, size, size + i);
   }
+  else if ((state >> 32) <= usable) {
+    // the canary half is damaged, the size half reads true (a short write past the end)
+    const size_t size = usable - (size_t)(state >> 32);
+    _mi_misuse_message(EFAULT, "buffer overflow in heap block %p of size %zu: write after %zu bytes (its canary is damaged)\n",
+                      (const void*)block, size, size);
+  }
   else {
     _mi_misuse_message(EFAULT, "buffer overflow in heap block %p of size %zu: its trailer (canary) is damaged\n",
                       (const void*)block, usable);
@@ -565,6 +571,78 @@ size_t mi_usable_size(const void* p) mi_attr_noexcept {
   return _mi_usable_size_of(p);
 }
 
+#if (MI_PADDING > 0)
+// ---------------------------------------------------------------------------
+// Checked builds: a block's trailer knows the size asked for and whether C++
+// new[] allocated it, so delete and delete[] are told apart, a sized delete
+// is checked against the size, and an in-place realloc moves the trailer's
+// fill to the new end.
+// ---------------------------------------------------------------------------
+
+// The live block holding p, a pointer we handed out (NULL otherwise: free
+// reports those), with its page, usable size and trailer state.
+static mi_block_t* mi_live_block_of(const void* p, mi_page_t** ppage, size_t* usable, uint64_t* state) {
+  if (p == NULL) return NULL;
+  const mi_segment_t* const s = _mi_ptr_segment(p);
+  if ((const void*)s != p && !_mi_segment_map_contains(s)) return NULL;
+  mi_segment_t* segment;
+  mi_page_t* const page = mi_checked_ptr_page(p, &segment);
+  if (page == NULL || !page->segment_in_use || page->xblock_size == 0) return NULL;
+  mi_block_t* const block = (mi_page_has_aligned(page) ? _mi_page_ptr_unalign(segment, page, p) : (mi_block_t*)p);
+  const size_t bsize = mi_page_block_size(page);
+  const size_t ofs = (size_t)((uint8_t*)block - page->page_start);
+  if ((uint8_t*)block < page->page_start || ofs % bsize != 0 || ofs / bsize >= page->capacity) return NULL;
+  *usable = bsize - MI_PADDING_SIZE;
+  if (*usable < sizeof(mi_block_t)) return NULL;
+  *state = mi_trailer_state(page, block, *usable);
+  if (!mi_trailer_state_is_live(*state, *usable)) return NULL;
+  *ppage = page;
+  return block;
+}
+
+// A fresh block from C++ new[]: its trailer gets the array bit.
+void* _mi_new_array_mark(void* p) {
+  mi_page_t* page; size_t usable; uint64_t state;
+  mi_block_t* const block = mi_live_block_of(p, &page, &usable, &state);
+  if (block != NULL) {
+    uint8_t* const trailer = mi_trailer_of(block, usable);
+    mi_trailer_store(trailer, mi_trailer_load(trailer) ^ MI_TRAILER_ARRAY);   // (the state's bit was clear)
+  }
+  return p;
+}
+
+// C++ delete (array: delete[]) of p; `size` is a sized delete's size, or
+// SIZE_MAX. A mismatch is reported and the block is freed all the same.
+void _mi_free_delete(void* p, size_t size, bool array) mi_attr_noexcept {
+  mi_page_t* page; size_t usable; uint64_t state;
+  const mi_block_t* const block = mi_live_block_of(p, &page, &usable, &state);
+  if (block != NULL) {
+    const bool is_array = ((state & MI_TRAILER_ARRAY) != 0);
+    const size_t asked = usable - (size_t)(state >> 32) - (size_t)((const uint8_t*)p - (const uint8_t*)block);
+    if (is_array != array) {
+      _mi_misuse_message(EINVAL, (array ? "delete[] of a block not allocated by new[]: %p\n"
+                                        : "delete of a block allocated by new[] (delete[] expected): %p\n"), p);
+    }
+    else if (size != SIZE_MAX && size != asked) {
+      _mi_misuse_message(EINVAL, "sized delete of block %p with the wrong size %zu (it was allocated with %zu)\n", p, size, asked);
+    }
+  }
+  mi_free(p);
+}
+
+// The trailer of the block holding p says that the user asked for `newsize`
+// bytes from p on: a realloc in place, an aligned block inside a larger one.
+void _mi_block_set_size(void* p, size_t newsize) {
+  mi_page_t* page; size_t usable; uint64_t state;
+  mi_block_t* const block = mi_live_block_of(p, &page, &usable, &state);
+  if (block == NULL) return;
+  const size_t adjust = (size_t)((uint8_t*)p - (uint8_t*)block);
+  mi_assert_internal(newsize + adjust <= usable);
+  mi_trailer_set_live(page, block, usable, usable - (newsize + adjust));
+  if ((state & MI_TRAILER_ARRAY) != 0) _mi_new_array_mark(p);
+}
+#endif
+
 void* mi_expand(void* p, size_t newsize) mi_attr_noexcept {
   if (p == NULL) return NULL;
   const size_t size = mi_usable_size(p);
@@ -580,7 +658,11 @@ void* _mi_heap_realloc_zero(mi_heap_t* heap, void* p, size_t newsize, bool zero)
   if (p == NULL) return _mi_heap_malloc_zero(heap, newsize, zero);
   const size_t size = mi_usable_size(p);
   if (newsize <= size && newsize >= (size / 2)) {
-    return p;   // reallocation still fits and wastes at most 50%
+    // reallocation still fits and wastes at most 50%
+    #if (MI_PADDING > 0)
+    if (newsize != size) _mi_block_set_size(p, newsize);
+    #endif
+    return p;
   }
   void* newp = mi_heap_malloc(heap, newsize);
   if (mi_likely(newp != NULL)) {

@@ -199,6 +199,11 @@ mi_block_t* _mi_page_ptr_unalign(const mi_segment_t* segment, const mi_page_t* p
 bool       _mi_free_delayed_block(mi_block_t* block);
 mi_page_t* _mi_ptr_page_of(const void* p);
 size_t     _mi_usable_size_of(const void* p);
+#if (MI_PADDING > 0)
+void*      _mi_new_array_mark(void* p);
+void       _mi_free_delete(void* p, size_t size, bool array) mi_attr_noexcept;
+void       _mi_block_set_size(void* p, size_t newsize);
+#endif
 
 // ------------------------------------------------------
 // Assertions (graded: see MI_DEBUG in mimalloc-types.h). Disabled level 1
@@ -635,7 +640,8 @@ static inline void mi_block_set_next(const mi_page_t* page, mi_block_t* block, c
 // MI_TRAILER_LIVE in the low half and, in the high half, the distance from
 // the end of the user data to the trailer (whose first bytes, up to 8, or all
 // in debug builds, hold MI_DEBUG_PADDING); while it is free (on a list, or never handed out) the
-// state is MI_TRAILER_FREE. A free checks the state is live and makes it free,
+// state is MI_TRAILER_FREE (a block from C++ new[] reads live with the
+// MI_TRAILER_ARRAY bit, so delete and delete[] can tell). A free checks the state is live and makes it free,
 // which catches a second free of the block; any other value is damage (an
 // overflow of this block, or an underflow of the block above), or a pointer
 // that is not the start of a block. The two states differ in one bit, so a
@@ -644,6 +650,7 @@ static inline void mi_block_set_next(const mi_page_t* page, mi_block_t* block, c
 // trailer is its link, and they get no trailer checks.)
 #define MI_TRAILER_LIVE   ((uint64_t)0x9E3779B9u)
 #define MI_TRAILER_FREE   (MI_TRAILER_LIVE ^ 0x100u)
+#define MI_TRAILER_ARRAY  ((uint64_t)0x200u)   // live, and allocated by C++ new[]
 #define MI_TRAILER_PATTERN (0x0101010101010101ULL * MI_DEBUG_PADDING)
 
 static inline uint64_t mi_trailer_key(const mi_page_t* page, const mi_block_t* block) {
@@ -666,11 +673,11 @@ static inline uint64_t mi_trailer_state(const mi_page_t* page, const mi_block_t*
   return (mi_trailer_load(mi_trailer_of(block, usable)) ^ mi_trailer_key(page, block));
 }
 static inline bool mi_trailer_state_is_live(uint64_t state, size_t usable) {
-  return ((uint32_t)state == MI_TRAILER_LIVE && (state >> 32) <= usable);
+  return (((uint32_t)state | MI_TRAILER_ARRAY) == (MI_TRAILER_LIVE | MI_TRAILER_ARRAY) && (state >> 32) <= usable);
 }
 // live or free (the check of a neighbour)
 static inline bool mi_trailer_state_is_intact(uint64_t state, size_t usable) {
-  return (((uint32_t)state | 0x100u) == (MI_TRAILER_LIVE | 0x100u) && (state >> 32) <= usable);
+  return (((uint32_t)state | MI_TRAILER_ARRAY | 0x100u) == (MI_TRAILER_LIVE | MI_TRAILER_ARRAY | 0x100u) && (state >> 32) <= usable);
 }
 static inline void mi_trailer_set_free(const mi_page_t* page, mi_block_t* block, size_t usable) {
   mi_trailer_store(mi_trailer_of(block, usable), mi_trailer_key(page, block) ^ MI_TRAILER_FREE);

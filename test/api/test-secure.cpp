@@ -6,7 +6,11 @@
 // secure level, set by test/CMakeLists.txt).
 #include <gtest/gtest.h>
 
+#include <alloca.h>
 #include <csignal>
+#include <cstring>
+#include <new>
+#include <vector>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
@@ -72,6 +76,66 @@ TEST(Secure, DoubleFreeByAnotherThread) {
   }, "double free detected");
 }
 
+TEST(Secure, DoubleFreeAfterTheBlockWasReused) {
+  REQUIRE_SECURE(4);
+  // p freed, its block handed out again (maybe as q), then p and q freed:
+  // whichever order, the block is freed twice
+  EXPECT_STOPS({
+    void* p = mi_malloc(dyn(64));
+    mi_free(p);
+    void* q = nullptr;
+    for (int i = 0; i < 100000 && q != p; i++) q = mi_malloc(dyn(64));   // until the block comes back
+    mi_free(opaque(p));
+    mi_free(opaque(q));
+  }, "double free detected");
+}
+
+TEST(Secure, FreeOfAnAllocaAddress) {
+  REQUIRE_SECURE(4);
+  EXPECT_STOPS({ void* a = alloca(dyn(64)); mi_free(opaque(a)); }, "invalid pointer");
+}
+
+// C++: delete and delete[] are told apart, a sized delete gives the size
+TEST(Secure, DeleteOfANewArrayBlock) {
+  REQUIRE_SECURE(4);
+  EXPECT_STOPS({ void* p = ::operator new[](dyn(100)); ::operator delete(opaque(p)); },
+               "delete of a block allocated by new\\[\\]");
+}
+
+TEST(Secure, ArrayDeleteOfANewBlock) {
+  REQUIRE_SECURE(4);
+  EXPECT_STOPS({ void* p = ::operator new(dyn(100)); ::operator delete[](opaque(p)); },
+               "delete\\[\\] of a block not allocated by new\\[\\]");
+}
+
+TEST(Secure, SizedDeleteWithAWrongSize) {
+  REQUIRE_SECURE(4);
+  EXPECT_STOPS({ void* p = ::operator new(dyn(100)); ::operator delete(opaque(p), dyn(120)); },
+               "sized delete of block .* with the wrong size 120 \\(it was allocated with 100\\)");
+  EXPECT_STOPS({ void* p = ::operator new[](dyn(100)); ::operator delete[](opaque(p), dyn(96)); },
+               "with the wrong size 96");
+}
+
+TEST(Secure, MatchingDeletesPass) {
+  REQUIRE_SECURE(4);
+  for (size_t n : { 1, 24, 100, 5000, 300000 }) {
+    void* a = ::operator new(dyn(n));
+    ::operator delete(opaque(a));
+    void* b = ::operator new[](dyn(n));
+    ::operator delete[](opaque(b));
+    void* c = ::operator new(dyn(n));
+    ::operator delete(opaque(c), n);
+    void* d = ::operator new[](dyn(n));
+    ::operator delete[](opaque(d), n);
+    void* e = ::operator new[](dyn(n), std::align_val_t(64));
+    ::operator delete[](opaque(e), n, std::align_val_t(64));
+    char* r = (char*)mi_malloc(dyn(n));   // a realloc in place keeps the trailer true
+    r = (char*)mi_realloc(r, n - n / 4);
+    memset(r, 1, n - n / 4);
+    mi_free(r);
+  }
+}
+
 TEST(Secure, FreeOfAStackAddress) {
   REQUIRE_SECURE(4);
   EXPECT_STOPS({ int local = 0; mi_free(opaque(&local)); }, "invalid pointer");
@@ -109,6 +173,11 @@ char* highest_block(size_t size, int n = 16) {
 
 TEST(Secure, OverflowIsCaughtOnFree) {
   REQUIRE_SECURE(4);
+  for (size_t size : { 24, 100, 1000, 5000 }) {   // by one byte, right after the request
+    EXPECT_STOPS({ char* p = (char*)opaque(mi_malloc(dyn(size))); p[size] = 1; mi_free(p); }, "buffer overflow in heap block .* write after");
+  }
+  EXPECT_STOPS({ char* p = (char*)opaque(mi_malloc(dyn(104))); memset(p + 104, 0, 8); mi_free(p); }, "buffer overflow in heap block");
+  EXPECT_STOPS({ char* p = (char*)opaque(mi_malloc(dyn(100))); memset(p, 1, 132); mi_free(p); }, "buffer overflow in heap block");   // by 32
   EXPECT_STOPS({ char* p = (char*)opaque(mi_malloc(dyn(100))); p[100] = 1; mi_free(p); }, "buffer overflow in heap block");
   EXPECT_STOPS({ char* p = (char*)opaque(mi_malloc(dyn(100))); memset(p + 100, 7, 32); mi_free(p); }, "buffer overflow in heap block");
   EXPECT_STOPS({ static char src[4000]; char* p = (char*)opaque(mi_malloc(dyn(3000))); memcpy(p + 1000, opaque(src), 2001); mi_free(p); }, "buffer overflow in heap block");
@@ -116,6 +185,9 @@ TEST(Secure, OverflowIsCaughtOnFree) {
 
 TEST(Secure, UnderflowIsCaughtOnFree) {
   REQUIRE_SECURE(4);
+  EXPECT_STOPS({ char* p = highest_block(100); memset(p - 32, 0, 32); mi_free(p); }, "buffer underflow in heap block");
+  // an overflow out of the block below is caught by the free of either
+  EXPECT_STOPS({ char* p = highest_block(100); memset(p - 4, 9, 4); mi_free(p); }, "buffer underflow in heap block");
   EXPECT_STOPS({ char* p = highest_block(100); p[-1] = 1; mi_free(p); }, "buffer underflow in heap block");
   EXPECT_STOPS({ char* p = highest_block(100); memset(p - 8, 0, 8); mi_free(p); }, "buffer underflow in heap block");
 }
