@@ -7,6 +7,9 @@
   - free: mask the pointer to its segment; if the segment is owned by this
     thread and the page's flags byte is zero, push on the page's local_free.
     Everything else goes to one out-of-line `mi_free_generic`.
+  The heap profiler adds one countdown decrement to malloc and nothing to
+  free: a page holding a sampled block has a flag that sends its frees to
+  the generic path (prof.c).
 
   A pointer at offset 0 of a segment unit is never an ordinary block (the
   header lives there), so the single test `segment == p` routes both NULL
@@ -57,6 +60,10 @@ void* _mi_page_malloc(mi_heap_t* heap, mi_page_t* page, size_t size) mi_attr_noe
   #endif
   mi_assert_internal(page->free == NULL || _mi_ptr_segment(page->free) == _mi_page_segment(page) ||
                      _mi_page_segment(page)->aligned_block != NULL);
+  // the heap profiler's countdown: all an unsampled allocation pays (prof.c)
+  if (mi_unlikely((heap->prof_countdown -= (int64_t)size) < 0)) {
+    return _mi_prof_malloc_sampled(heap, page, block, size);   // (a tail call: nothing kept across it)
+  }
   return block;
 }
 
@@ -486,6 +493,7 @@ static mi_decl_noinline void mi_free_generic(mi_segment_t* segment, mi_page_t* p
   const bool local = (owner == _mi_thread_id());
   mi_stat_free(page, block);
   if (!mi_free_checks(page, block, local)) return;
+  if (mi_unlikely(mi_page_has_sampled(page))) _mi_prof_free(page, block);   // before the block can be reused
   if (mi_likely(local)) {
     mi_free_block_local(page, block);
     return;

@@ -194,6 +194,7 @@ static bool mi_heap_page_destroy(mi_heap_t* heap, mi_page_queue_t* pq, mi_page_t
   (void)arg1; (void)arg2; (void)pq;
   // no more remote frees to this heap's delayed list
   _mi_page_use_delayed_free(page, MI_NEVER_DELAYED_FREE, false);
+  _mi_prof_forget_page(page);   // its sampled blocks go with it
   page->used = 0;
   page->next = NULL;
   page->prev = NULL;

@@ -41,6 +41,7 @@ const mi_page_t _mi_page_empty = { 0 };
 
 const mi_heap_t _mi_heap_empty = {
   NULL,                       // tld
+  MI_PROF_UNARMED,            // prof_countdown
   MI_SMALL_PAGES_EMPTY,       // pages_free_direct
   MI_PAGE_QUEUES_EMPTY,       // pages
   NULL,                       // thread_delayed_free
@@ -65,6 +66,7 @@ static mi_tld_t tld_main;
 
 mi_heap_t _mi_heap_main = {
   &tld_main,
+  MI_PROF_UNARMED,
   MI_SMALL_PAGES_EMPTY,
   MI_PAGE_QUEUES_EMPTY,
   NULL,
@@ -264,6 +266,7 @@ static void mi_process_done(void) {
   mi_collect(true);
   #endif
   mi_thread_data_collect();
+  _mi_prof_dump_at_exit();
   _mi_stats_print_at_exit();
   _mi_errors_print_at_exit();
   _mi_verbose_message("process done: 0x%zx\n", _mi_heap_main.thread_id);
@@ -272,6 +275,7 @@ static void mi_process_done(void) {
 // In a forked child only the forking thread exists.
 static void mi_fork_child(void) {
   _mi_segments_fork_child();
+  _mi_prof_fork_child();
 }
 
 void mi_process_init(void) mi_attr_noexcept {
@@ -298,6 +302,8 @@ static void __attribute__((constructor)) mi_process_load(void) {
   _mi_options_init();
   atexit(&mi_process_done);
   mi_process_init();
+  _mi_prof_process_init();   // after the options: the environment is readable now
+  _mi_stats_process_init();
 }
 
 int mi_version(void) mi_attr_noexcept {

@@ -44,6 +44,8 @@ void   _mi_error_message(int err, const char* fmt, ...);
 void   _mi_misuse_message(int err, const char* fmt, ...);   // heap misuse: fatal in secure builds
 void   _mi_errors_print_at_exit(void);
 int64_t _mi_purge_delay(void);   // option reset_delay, capped (ms)
+const char* _mi_option_text(mi_option_text_t option);   // "" when not set
+bool   _mi_option_path(mi_option_text_t option, char* buf, size_t size);   // a file name option, %p expanded
 mi_decl_cold void _mi_assert_fail(const char* assertion, const char* fname, unsigned int line, const char* func);
 
 // init.c
@@ -65,7 +67,19 @@ void       _mi_stat_local_update(mi_stat_count_t* stat, int64_t amount);
 void       _mi_stat_counter_local_add(mi_stat_counter_t* stat, int64_t amount);
 void       _mi_stats_done(mi_stats_t* stats);
 void       _mi_stats_print_at_exit(void);
+void       _mi_stats_interval_tick(void);                   // JSON snapshot to stats_file when due
+void       _mi_stats_process_init(void);                    // start the snapshot writer thread if asked for
 int64_t    _mi_clock_start(void);
+
+// prof.c
+#define MI_PROF_UNARMED  (INT64_MIN / 2)   // prof_countdown of a new heap: the first allocation arms it
+void*      _mi_prof_malloc_sampled(mi_heap_t* heap, mi_page_t* page, void* block, size_t size);  // prof_countdown ran out; returns block
+void       _mi_prof_free(mi_page_t* page, const void* block);   // a block of a page with MI_PAGE_HAS_SAMPLED is freed
+void       _mi_prof_forget_page(mi_page_t* page);           // the page is freed with its blocks (heap destroy)
+void       _mi_prof_process_init(void);
+void       _mi_prof_fork_child(void);
+void       _mi_prof_dump_at_exit(void);
+size_t     _mi_prof_live_samples(void);
 
 // Update a counter in the thread's block `stats` (may be NULL) and the process block.
 #define mi_stat_increase(stats, stat, amount)  _mi_stat_update((stats), &_mi_stats_main.stat, (int64_t)(amount))
@@ -568,6 +582,12 @@ static inline bool mi_page_has_aligned(const mi_page_t* page) {
 }
 static inline void mi_page_set_has_aligned(mi_page_t* page, bool has_aligned) {
   mi_page_set_flag(page, MI_PAGE_HAS_ALIGNED, has_aligned);
+}
+static inline bool mi_page_has_sampled(const mi_page_t* page) {
+  return ((mi_page_flags(page) & MI_PAGE_HAS_SAMPLED) != 0);
+}
+static inline void mi_page_set_has_sampled(mi_page_t* page, bool has_sampled) {
+  mi_page_set_flag(page, MI_PAGE_HAS_SAMPLED, has_sampled);
 }
 
 static inline bool mi_page_is_huge(const mi_page_t* page) {

@@ -202,11 +202,13 @@ typedef enum mi_delayed_e {
 typedef uintptr_t mi_thread_free_t;   // block pointer | delayed state
 
 // The flags byte tested as a whole by `free`: non-zero sends it to the generic
-// path. Written only by the owner; read by any thread (relaxed atomic byte:
-// the bit a remote reader needs, has_aligned, cannot change while it holds a
-// live block of the page).
+// path. Written only by the owner (whole-byte stores), except that the heap
+// profiler may clear HAS_SAMPLED from any thread (atomic and, under its lock);
+// read by any thread (relaxed atomic byte: the bit a remote reader needs,
+// has_aligned, cannot change while it holds a live block of the page).
 #define MI_PAGE_IN_FULL      (0x01)   // the page sits in the full queue
 #define MI_PAGE_HAS_ALIGNED  (0x02)   // some block was handed out as an aligned interior pointer
+#define MI_PAGE_HAS_SAMPLED  (0x04)   // some block is tracked by the heap profiler (prof.c): its free must tell it
 typedef _Atomic(uint8_t) mi_page_flags_t;
 
 // ------------------------------------------------------
@@ -231,7 +233,7 @@ typedef struct mi_page_s {
   uint8_t  retire_counted:1;    // retired, and counted in its heap's page_retired_size
   uint16_t capacity;            // blocks threaded into free lists at least once
   uint16_t reserved;            // blocks that fit in the page area
-  mi_page_flags_t xflags;       // MI_PAGE_IN_FULL | MI_PAGE_HAS_ALIGNED
+  mi_page_flags_t xflags;       // MI_PAGE_IN_FULL | MI_PAGE_HAS_ALIGNED | MI_PAGE_HAS_SAMPLED
   uint8_t  is_zero:1;           // blocks on `free` are zero except their link word
   uint8_t  retire_expire:7;     // retire countdown (0 = not retired)
 
@@ -342,6 +344,7 @@ typedef struct mi_tld_s mi_tld_t;
 // word size w (or at the empty page), for every w <= MI_SMALL_WSIZE_MAX.
 struct mi_heap_s {
   mi_tld_t*        tld;
+  int64_t          prof_countdown;                      // bytes to allocate until the next profiler sample (prof.c)
   mi_page_t*       pages_free_direct[MI_PAGES_DIRECT];  // fast-path entry per word size
   mi_page_queue_t  pages[MI_BIN_FULL + 1];              // queues per bin, + huge + full
   _Atomic(mi_block_t*) thread_delayed_free;             // remote first-frees into full pages
@@ -364,6 +367,13 @@ typedef struct mi_heap_s mi_heap_t;
 // Invariants of a count in the process block: current == allocated - freed,
 // 0 <= current <= peak.
 // ------------------------------------------------------
+
+// Options with a text value (options.c), read from the environment only.
+typedef enum mi_option_text_e {
+  mi_option_prof_file,     // MIMALLOC_PROF_FILE: heap profile written at exit
+  mi_option_stats_file,    // MIMALLOC_STATS_FILE: JSON snapshots appended every stats_interval ms
+  _mi_option_text_last
+} mi_option_text_t;
 
 typedef struct mi_stat_count_s {
   _Atomic(int64_t) allocated;

@@ -17,6 +17,7 @@
 #include "prim/unix.c"
 #include "options.c"
 #include "stats.c"
+#include "prof.c"
 #include "random.c"
 #include "os.c"
 #include "segment-map.c"
