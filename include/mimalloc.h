@@ -11,7 +11,7 @@
 #ifndef MIMALLOC_H
 #define MIMALLOC_H
 
-#define MI_MALLOC_VERSION 167   // major + 2 digits minor
+#define MI_MALLOC_VERSION 167   // major, minor, patch digits (1.6.7); the build takes its version from here
 
 // ------------------------------------------------------
 // Compiler specific attributes
@@ -129,6 +129,63 @@ mi_decl_export void mi_thread_stats_print_out(mi_output_fun* out, void* arg) mi_
 mi_decl_export void mi_process_info(size_t* elapsed_msecs, size_t* user_msecs, size_t* system_msecs,
                                     size_t* current_rss, size_t* peak_rss,
                                     size_t* current_commit, size_t* peak_commit, size_t* page_faults) mi_attr_noexcept;
+
+// ------------------------------------------------------
+// Statistics as data (docs/observability.md names every field and its unit)
+// ------------------------------------------------------
+
+// One row of the statistics: what is live now, the highest it was, and the
+// totals added and removed (bytes or counts, as the row says).
+typedef struct mi_stat_amount_s {
+  long long current;
+  long long peak;
+  long long allocated;
+  long long freed;
+} mi_stat_amount_t;
+
+// An event counter: how often it happened, and the sum of its amounts.
+typedef struct mi_stat_sum_s {
+  long long total;
+  long long count;
+} mi_stat_sum_t;
+
+#define MI_STATS_VERSION  1     // fields are only ever appended
+#define MI_STATS_BINS     74    // size classes (the last one holds the huge blocks)
+
+typedef struct mi_stats_snapshot_s {
+  int    version;               // MI_STATS_VERSION of the library that filled it
+  size_t size;                  // bytes of this struct filled in
+  // bytes of address space and memory
+  mi_stat_amount_t reserved, committed, reset, touched;
+  // counts
+  mi_stat_amount_t segments, segments_abandoned, segments_cached, pages, pages_abandoned, threads;
+  // bytes of blocks (normal and malloc only when per_allocation is true)
+  mi_stat_amount_t huge, giant, normal, malloc;
+  // events
+  mi_stat_sum_t pages_extended, page_no_retire, mmap_calls, commit_calls, searches, normal_count, huge_count, giant_count;
+  bool   per_allocation;        // the build counts every allocation (normal, malloc, bins, pages_extended, page_no_retire, searches, normal_count)
+  mi_stat_amount_t bins[MI_STATS_BINS];   // blocks per size class (per_allocation builds)
+  size_t bin_block_size[MI_STATS_BINS];   // the block size of each class (0 for the huge class)
+  // the process
+  size_t elapsed_msecs, user_msecs, system_msecs, current_rss, peak_rss, current_commit, peak_commit, page_faults, numa_nodes;
+  // the heap profiler
+  size_t prof_sample;           // mean bytes between samples (0: off)
+  size_t prof_live_samples;     // sampled blocks not yet freed
+} mi_stats_snapshot_t;
+
+// Fill `stats` (of `stats_size` bytes, normally sizeof(mi_stats_snapshot_t)) with
+// the process statistics; an older or newer caller gets the fields both know.
+mi_decl_export void  mi_stats_get(size_t stats_size, mi_stats_snapshot_t* stats) mi_attr_noexcept;
+// The same as one JSON object. Writes into `buf` (of `buf_size` bytes) and
+// returns it, or returns NULL (errno ERANGE) if it does not fit; with `buf`
+// NULL, returns a new buffer to be freed with mi_free (NULL and ENOMEM on failure).
+mi_decl_export char* mi_stats_get_json(size_t buf_size, char* buf) mi_attr_noexcept;
+
+// Write the live-heap profile (pprof's profile.proto, gzip-compressed) to
+// `path`: the blocks sampled under MIMALLOC_PROF_SAMPLE that are not freed
+// yet, and everything sampled so far. Returns 0, or an errno value (also set
+// in errno) when the file cannot be written.
+mi_decl_export int   mi_prof_dump(const char* path) mi_attr_noexcept;
 
 // -------------------------------------------------------------------------------------
 // Aligned allocation
@@ -256,8 +313,12 @@ typedef enum mi_option_e {
   mi_option_os_tag,
   mi_option_max_errors,
   mi_option_secure_continue,        // secure builds: report heap misuse and go on instead of stopping
+  mi_option_prof_sample,            // heap profiler: mean bytes allocated between two samples (0: off)
+  mi_option_stats_interval,         // milliseconds between JSON snapshots appended to MIMALLOC_STATS_FILE (0: none)
   _mi_option_last
 } mi_option_t;
+
+#define MI_SHOW_STATS_JSON  2       // mi_option_show_stats: print the statistics at exit as JSON
 
 mi_decl_nodiscard mi_decl_export bool mi_option_is_enabled(mi_option_t option);
 mi_decl_export void mi_option_enable(mi_option_t option);

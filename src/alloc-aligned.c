@@ -10,7 +10,9 @@
      the page is marked `has_aligned` so free finds the block start;
   4. alignments above half a segment (> 2 MiB): a dedicated huge segment laid
      out so that the returned pointer is the block start and lies in the
-     segment's first unit (or exactly at its end, see docs/design.md).
+     segment's first unit (or exactly at its end, see docs/design.md); with
+     an offset that is not a multiple of 16 the block keeps its 16-byte
+     alignment and the pointer lies up to 15 bytes into it (`has_aligned`).
 -----------------------------------------------------------------------------*/
 #include "mimalloc-internal.h"
 
@@ -21,16 +23,22 @@ static mi_decl_noinline void* mi_heap_malloc_big_aligned(mi_heap_t* heap, size_t
     heap = mi_get_default_heap();
     if (!mi_heap_is_initialized(heap)) { errno = ENOMEM; return NULL; }
   }
-  mi_page_t* page = _mi_huge_page_alloc(heap, size + MI_PADDING_SIZE, alignment, offset);
+  // The block itself starts 16-aligned, as every block (its free-list link
+  // and the debug padding are written there): an offset that is not a
+  // multiple of 16 is taken up inside the block, which is then an aligned
+  // block like those of the over-allocating path below.
+  const size_t adjust = (MI_MAX_ALIGN_SIZE - (offset % MI_MAX_ALIGN_SIZE)) % MI_MAX_ALIGN_SIZE;
+  mi_page_t* page = _mi_huge_page_alloc(heap, size + adjust + MI_PADDING_SIZE, alignment, offset + adjust);
   if (page == NULL) {
     _mi_error_message(ENOMEM, "unable to allocate aligned memory (%zu bytes, alignment %zu)\n", size, alignment);
     errno = ENOMEM;
     return NULL;
   }
-  void* p = _mi_page_malloc(heap, page, size + MI_PADDING_SIZE);
-  mi_assert_internal(((uintptr_t)p + offset) % alignment == 0);
-  if (zero && p != NULL) _mi_block_zero_init(page, p, size);
-  return p;
+  uint8_t* block = (uint8_t*)_mi_page_malloc(heap, page, size + adjust + MI_PADDING_SIZE);
+  mi_assert_internal(((uintptr_t)block + offset + adjust) % alignment == 0);
+  if (zero) _mi_block_zero_init(page, block, size + adjust);
+  if (adjust != 0) mi_page_set_has_aligned(page, true);
+  return block + adjust;
 }
 
 static mi_decl_noinline void* mi_heap_malloc_zero_aligned_at_fallback(mi_heap_t* heap, size_t size, size_t alignment, size_t offset, bool zero) {

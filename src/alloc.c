@@ -7,6 +7,9 @@
   - free: mask the pointer to its segment; if the segment is owned by this
     thread and the page's flags byte is zero, push on the page's local_free.
     Everything else goes to one out-of-line `mi_free_generic`.
+  The heap profiler adds one countdown decrement to malloc and nothing to
+  free: a page holding a sampled block has a flag that sends its frees to
+  the generic path (prof.c).
 
   A pointer at offset 0 of a segment unit is never an ordinary block (the
   header lives there), so the single test `segment == p` routes both NULL
@@ -57,6 +60,10 @@ void* _mi_page_malloc(mi_heap_t* heap, mi_page_t* page, size_t size) mi_attr_noe
   #endif
   mi_assert_internal(page->free == NULL || _mi_ptr_segment(page->free) == _mi_page_segment(page) ||
                      _mi_page_segment(page)->aligned_block != NULL);
+  // the heap profiler's countdown: all an unsampled allocation pays (prof.c)
+  if (mi_unlikely((heap->prof_countdown -= (int64_t)size) < 0)) {
+    return _mi_prof_malloc_sampled(heap, page, block, size);   // (a tail call: nothing kept across it)
+  }
   return block;
 }
 
@@ -313,14 +320,17 @@ static inline bool mi_free_checks(const mi_page_t* page, mi_block_t* block, bool
   return true;
 }
 
-// Free a block of a page owned by another thread (or abandoned).
-static mi_decl_noinline void mi_free_block_mt(mi_page_t* page, mi_block_t* block) {
-  // push atomically on the page's thread_free, or (first free into a full
-  // page) on the owner heap's delayed list so the owner notices the page
+// Free a block of a page owned by another thread (or abandoned): push it on
+// the page's thread_free with one CAS or, as the first free into a page its
+// owner does not scan, on the owner heap's delayed list so that the owner
+// notices the page. Returns false, having done nothing, when `await_abandon`
+// and the page's heap is going away (see _mi_segment_await_abandon).
+static mi_decl_noinline bool mi_free_block_mt(mi_page_t* page, mi_block_t* block, bool await_abandon) {
   mi_thread_free_t tfreex;
   bool use_delayed;
   mi_thread_free_t tfree = mi_atomic_load_relaxed(&page->xthread_free);
   do {
+    if (await_abandon && mi_tf_delayed(tfree) == MI_NEVER_DELAYED_FREE) return false;
     use_delayed = (mi_tf_delayed(tfree) == MI_USE_DELAYED_FREE);
     if (mi_unlikely(use_delayed)) {
       tfreex = mi_tf_set_delayed(tfree, MI_DELAYED_FREEING);
@@ -329,29 +339,45 @@ static mi_decl_noinline void mi_free_block_mt(mi_page_t* page, mi_block_t* block
       mi_block_set_next(page, block, mi_tf_block(tfree));
       tfreex = mi_tf_push(tfree, block);
     }
-  } while (!mi_atomic_cas_weak_release(&page->xthread_free, &tfree, tfreex));
+    // acquire: the owner sets the page's heap (release) before it puts the
+    // page in MI_USE_DELAYED_FREE with a release CAS; reading that state
+    // makes the heap store visible to the load below. Release: the block's
+    // link (and its contents) reach whoever takes the list.
+  } while (!mi_atomic_cas_weak_acq_rel(&page->xthread_free, &tfree, tfreex));
 
   if (mi_unlikely(use_delayed)) {
     // the heap cannot go away while we hold DELAYED_FREEING
     mi_heap_t* const heap = (mi_heap_t*)mi_atomic_load_acquire(&page->xheap);
-    mi_assert_internal(heap != NULL);
     if (heap != NULL) {
       mi_block_t* dfree = mi_atomic_load_relaxed(&heap->thread_delayed_free);
       do {
         mi_block_set_nextx(heap, block, dfree, heap->keys);
       } while (!mi_atomic_cas_weak_release(&heap->thread_delayed_free, &dfree, block));
     }
-    // and reset the state
+    // reset the state; without a heap (the ordering above rules that out)
+    // the block goes on thread_free instead of on no list at all
     tfree = mi_atomic_load_relaxed(&page->xthread_free);
     do {
-      tfreex = tfree;
       mi_assert_internal(mi_tf_delayed(tfree) == MI_DELAYED_FREEING);
       tfreex = mi_tf_set_delayed(tfree, MI_NO_DELAYED_FREE);
+      if (mi_unlikely(heap == NULL)) {
+        mi_block_set_next(page, block, mi_tf_block(tfree));
+        tfreex = mi_tf_push(tfreex, block);
+      }
     } while (!mi_atomic_cas_weak_release(&page->xthread_free, &tfree, tfreex));
   }
+  return true;
 }
 
+// A local free goes into a page of one of this thread's heaps (the segment's
+// owner id is this thread's; a fork child never reuses a vanished thread's
+// id). (While a thread ends, its default heap is already the empty one.)
+#define mi_assert_local_page(page) \
+  mi_assert_internal(mi_page_heap(page) == NULL || !mi_heap_is_initialized(mi_get_default_heap()) || \
+                     mi_page_heap(page)->tld == mi_get_default_heap()->tld)
+
 static inline void mi_free_block_local(mi_page_t* page, mi_block_t* block) {
+  mi_assert_local_page(page);
   mi_block_set_next(page, block, page->local_free);
   page->local_free = block;
   page->used--;
@@ -365,8 +391,9 @@ static inline void mi_free_block_local(mi_page_t* page, mi_block_t* block) {
 
 // Used when draining the heap's delayed list: false if the page is busy.
 bool _mi_free_delayed_block(mi_block_t* block) {
-  mi_segment_t* const segment = _mi_ptr_segment(block);
-  mi_page_t* const page = _mi_segment_page_of(segment, block);
+  // (a big-alignment block may start exactly at a segment unit: its segment
+  // is the unit below, which _mi_ptr_page_of knows)
+  mi_page_t* const page = _mi_ptr_page_of(block);
   // the page leaves the full queue with this block: later remote frees go
   // straight to its thread_free. Its pending remote frees are collected here
   // only when they and this block free the whole page (so that it goes back
@@ -502,6 +529,33 @@ static inline bool mi_free_ptr_check(const mi_page_t* page, const void* p) {
 }
 #endif
 
+// Free a block of another thread's (or an abandoned) segment.
+static void mi_free_remote(mi_segment_t* segment, mi_page_t* page, mi_block_t* block, uintptr_t owner) {
+  const bool in_set = mi_segment_in_abandoned_set(segment);
+  if (owner != 0 && segment->page_kind == MI_PAGE_HUGE) {
+    // the owner gives the segment back at its next slow path; the memory goes now
+    _mi_segment_huge_page_purge(segment, page, block);
+  }
+  bool gave_up = false;
+  for (;;) {
+    if (owner == 0 && segment->page_kind == MI_PAGE_HUGE) {
+      // abandoned huge block: its segment is freed at once
+      _mi_segment_huge_page_free(segment, page, block);
+      return;
+    }
+    if (owner == 0 && !in_set && _mi_segment_reclaim_on_free(segment, mi_get_default_heap())) {
+      // an abandoned segment outside the regions: only a freeing thread finds it
+      mi_free_block_local(page, block);
+      return;
+    }
+    const bool await_abandon = (!in_set && owner != 0 && owner != MI_THREAD_ID_VANISHED && !gave_up);
+    if (mi_free_block_mt(page, block, await_abandon)) break;
+    owner = _mi_segment_await_abandon(segment, owner, &gave_up);
+  }
+  // a free into an abandoned segment is collected by the abandoned sweep
+  if (owner == 0) _mi_segment_abandoned_free_note();
+}
+
 static mi_decl_noinline void mi_free_generic(mi_segment_t* segment, mi_page_t* page, void* p) mi_attr_noexcept {
   if (mi_unlikely(!_mi_segment_map_contains(segment))) {
     // the fast path read a foreign owner id here; nothing else has been touched
@@ -516,23 +570,12 @@ static mi_decl_noinline void mi_free_generic(mi_segment_t* segment, mi_page_t* p
   const bool local = (owner == _mi_thread_id());
   mi_stat_free(page, block);
   if (!mi_free_checks(page, block, local)) return;
+  if (mi_unlikely(mi_page_has_sampled(page))) _mi_prof_free(page, block);   // before the block can be reused
   if (mi_likely(local)) {
     mi_free_block_local(page, block);
     return;
   }
-  if (owner == 0 && segment->page_kind == MI_PAGE_HUGE) {
-    // abandoned huge block: its segment is freed at once
-    _mi_segment_huge_page_free(segment, page, block);
-    return;
-  }
-  if (owner == 0 && segment->memid.region_idx == 0 && _mi_segment_reclaim_on_free(segment, mi_get_default_heap())) {
-    // an abandoned segment outside the regions: only a freeing thread finds it
-    mi_free_block_local(page, block);
-    return;
-  }
-  mi_free_block_mt(page, block);
-  // a free into an abandoned segment is collected by the abandoned sweep
-  if (owner == 0) _mi_segment_abandoned_free_note();
+  mi_free_remote(segment, page, block, owner);
 }
 
 // A NULL pointer or one at offset 0 of a segment unit (big-alignment block).
@@ -566,6 +609,7 @@ void mi_free(void* p) mi_attr_noexcept {
     if (mi_unlikely(!mi_free_ptr_check(page, p))) return;
     #endif
     mi_block_t* const block = (mi_block_t*)p;
+    mi_assert_local_page(page);
     mi_stat_free(page, block);
     if (!mi_free_checks(page, block, true)) return;
     mi_block_set_next(page, block, page->local_free);

@@ -96,7 +96,7 @@ static void mi_heap_collect_ex(mi_heap_t* heap, mi_collect_t collect) {
   mi_heap_visit_pages(heap, &mi_heap_page_collect, &collect, NULL);
   mi_assert_internal(collect != MI_ABANDON || mi_atomic_load_acquire(&heap->thread_delayed_free) == NULL);
 
-  // pending page resets, and pending region purges
+  // pending page purges, and pending region purges
   _mi_segments_collect(collect >= MI_FORCE, &heap->tld->segments);
   _mi_region_collect(collect >= MI_FORCE, collect == MI_FORCE);
 }
@@ -194,6 +194,7 @@ static bool mi_heap_page_destroy(mi_heap_t* heap, mi_page_queue_t* pq, mi_page_t
   (void)arg1; (void)arg2; (void)pq;
   // no more remote frees to this heap's delayed list
   _mi_page_use_delayed_free(page, MI_NEVER_DELAYED_FREE, false);
+  _mi_prof_forget_page(page);   // its sampled blocks go with it
   page->used = 0;
   page->next = NULL;
   page->prev = NULL;

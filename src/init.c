@@ -8,7 +8,7 @@
   asks "am I initialised?".
 
   The main thread uses a static heap and thread data; other threads take a
-  metadata block (heap + tld, ~4 KiB) from a small process-wide cache of
+  metadata block (heap + tld, ~6 KiB) from a small process-wide cache of
   blocks left by ended threads, or from the OS. Thread exit runs through a
   pthread key destructor: user heaps are deleted, the backing heap's pages
   are abandoned (see segment.c), and the metadata block goes back to the
@@ -33,25 +33,6 @@ const mi_page_t _mi_page_empty = { 0 };
 #define MI_SMALL_PAGES_EMPTY  { MI_INIT128(MI_PAGE_EMPTY), MI_PAGE_EMPTY() }
 #endif
 
-#define QNULL(sz)  { NULL, NULL, (sz)*sizeof(uintptr_t) }
-// block sizes (in words) of the 73 bins, then the huge and full queues
-#define MI_PAGE_QUEUES_EMPTY \
-  { QNULL(     1), QNULL(     1), QNULL(     2), QNULL(     3), QNULL(     4), QNULL(     5), \
-    QNULL(     6), QNULL(     7), QNULL(     8), QNULL(    10), QNULL(    12), QNULL(    14), \
-    QNULL(    16), QNULL(    20), QNULL(    24), QNULL(    28), QNULL(    32), QNULL(    40), \
-    QNULL(    48), QNULL(    56), QNULL(    64), QNULL(    80), QNULL(    96), QNULL(   112), \
-    QNULL(   128), QNULL(   160), QNULL(   192), QNULL(   224), QNULL(   256), QNULL(   320), \
-    QNULL(   384), QNULL(   448), QNULL(   512), QNULL(   640), QNULL(   768), QNULL(   896), \
-    QNULL(  1024), QNULL(  1280), QNULL(  1536), QNULL(  1792), QNULL(  2048), QNULL(  2560), \
-    QNULL(  3072), QNULL(  3584), QNULL(  4096), QNULL(  5120), QNULL(  6144), QNULL(  7168), \
-    QNULL(  8192), QNULL( 10240), QNULL( 12288), QNULL( 14336), QNULL( 16384), QNULL( 20480), \
-    QNULL( 24576), QNULL( 28672), QNULL( 32768), QNULL( 40960), QNULL( 49152), QNULL( 57344), \
-    QNULL( 65536), QNULL( 81920), QNULL( 98304), QNULL(114688), QNULL(131072), QNULL(163840), \
-    QNULL(196608), QNULL(229376), QNULL(262144), QNULL(327680), QNULL(393216), QNULL(458752), \
-    QNULL(524288), \
-    QNULL(MI_LARGE_OBJ_WSIZE_MAX + 1  /* 73: huge */), \
-    QNULL(MI_LARGE_OBJ_WSIZE_MAX + 2  /* 74: full */) }
-
 #if (MI_SECURE > 0)
 #define MI_RANDOM_EMPTY  { { 0 }, { 0 }, 0 }
 #else
@@ -60,6 +41,7 @@ const mi_page_t _mi_page_empty = { 0 };
 
 const mi_heap_t _mi_heap_empty = {
   NULL,                       // tld
+  MI_PROF_UNARMED,            // prof_countdown
   MI_SMALL_PAGES_EMPTY,       // pages_free_direct
   MI_PAGE_QUEUES_EMPTY,       // pages
   NULL,                       // thread_delayed_free
@@ -84,6 +66,7 @@ static mi_tld_t tld_main;
 
 mi_heap_t _mi_heap_main = {
   &tld_main,
+  MI_PROF_UNARMED,
   MI_SMALL_PAGES_EMPTY,
   MI_PAGE_QUEUES_EMPTY,
   NULL,
@@ -103,7 +86,6 @@ static mi_tld_t tld_main = {
 };
 
 bool _mi_process_is_initialized = false;   // set once mi_process_init ran
-static _Atomic(size_t) thread_count = 1;
 static _Atomic(uintptr_t) thread_seed;      // split into each new thread's generator
 
 static void mi_heap_main_init(void) {
@@ -115,15 +97,12 @@ static void mi_heap_main_init(void) {
     _mi_heap_main.keys[0] = _mi_heap_random_next(&_mi_heap_main);
     _mi_heap_main.keys[1] = _mi_heap_random_next(&_mi_heap_main);
     mi_atomic_store_release(&thread_seed, _mi_heap_random_next(&_mi_heap_main));
+    _mi_os_init_hint(_mi_heap_random_next(&_mi_heap_main));
   }
 }
 
 bool _mi_is_main_thread(void) {
   return (_mi_heap_main.thread_id == 0 || _mi_heap_main.thread_id == _mi_thread_id());
-}
-
-size_t _mi_current_thread_count(void) {
-  return mi_atomic_load_relaxed(&thread_count);
 }
 
 // ---------------------------------------------------------------------------
@@ -241,7 +220,6 @@ void mi_thread_init(void) mi_attr_noexcept {
   mi_process_init();
   if (mi_heap_init()) {
     if (!_mi_is_main_thread()) {
-      mi_atomic_add_relaxed(&thread_count, 1);
       mi_stat_increase(&mi_get_default_heap()->tld->stats, threads, 1);
     }
   }
@@ -253,7 +231,7 @@ static void mi_thread_done_heap(mi_heap_t* heap) {
   if (!main_thread && mi_heap_is_initialized(heap)) {
     mi_stat_decrease(&heap->tld->stats, threads, 1);   // before the thread data is recycled
   }
-  if (mi_heap_done(heap) && !main_thread) mi_atomic_sub_relaxed(&thread_count, 1);
+  mi_heap_done(heap);
 }
 
 void mi_thread_done(void) mi_attr_noexcept {
@@ -288,6 +266,7 @@ static void mi_process_done(void) {
   mi_collect(true);
   #endif
   mi_thread_data_collect();
+  _mi_prof_dump_at_exit();
   _mi_stats_print_at_exit();
   _mi_errors_print_at_exit();
   _mi_verbose_message("process done: 0x%zx\n", _mi_heap_main.thread_id);
@@ -295,8 +274,8 @@ static void mi_process_done(void) {
 
 // In a forked child only the forking thread exists.
 static void mi_fork_child(void) {
-  mi_atomic_store_relaxed(&thread_count, 1);
   _mi_segments_fork_child();
+  _mi_prof_fork_child();
 }
 
 void mi_process_init(void) mi_attr_noexcept {
@@ -323,6 +302,8 @@ static void __attribute__((constructor)) mi_process_load(void) {
   _mi_options_init();
   atexit(&mi_process_done);
   mi_process_init();
+  _mi_prof_process_init();   // after the options: the environment is readable now
+  _mi_stats_process_init();
 }
 
 int mi_version(void) mi_attr_noexcept {

@@ -43,6 +43,9 @@ void   _mi_warning_message(const char* fmt, ...);
 void   _mi_error_message(int err, const char* fmt, ...);
 void   _mi_misuse_message(int err, const char* fmt, ...);   // heap misuse: fatal in secure builds
 void   _mi_errors_print_at_exit(void);
+int64_t _mi_purge_delay(void);   // option reset_delay, capped (ms)
+const char* _mi_option_text(mi_option_text_t option);   // "" when not set
+bool   _mi_option_path(mi_option_text_t option, char* buf, size_t size);   // a file name option, %p expanded
 mi_decl_cold void _mi_assert_fail(const char* assertion, const char* fname, unsigned int line, const char* func);
 
 // init.c
@@ -54,8 +57,6 @@ extern bool            _mi_process_is_initialized;
 uintptr_t  _mi_random_shuffle(uintptr_t x);
 bool       _mi_is_main_thread(void);
 void       _mi_heap_set_default_direct(mi_heap_t* heap);
-bool       _mi_thread_is_done(void);
-size_t     _mi_current_thread_count(void);
 
 // stats.c
 extern mi_stats_t _mi_stats_main;
@@ -66,7 +67,19 @@ void       _mi_stat_local_update(mi_stat_count_t* stat, int64_t amount);
 void       _mi_stat_counter_local_add(mi_stat_counter_t* stat, int64_t amount);
 void       _mi_stats_done(mi_stats_t* stats);
 void       _mi_stats_print_at_exit(void);
+void       _mi_stats_interval_tick(void);                   // JSON snapshot to stats_file when due
+void       _mi_stats_process_init(void);                    // start the snapshot writer thread if asked for
 int64_t    _mi_clock_start(void);
+
+// prof.c
+#define MI_PROF_UNARMED  (INT64_MIN / 2)   // prof_countdown of a new heap: the first allocation arms it
+void*      _mi_prof_malloc_sampled(mi_heap_t* heap, mi_page_t* page, void* block, size_t size);  // prof_countdown ran out; returns block
+void       _mi_prof_free(mi_page_t* page, const void* block);   // a block of a page with MI_PAGE_HAS_SAMPLED is freed
+void       _mi_prof_forget_page(mi_page_t* page);           // the page is freed with its blocks (heap destroy)
+void       _mi_prof_process_init(void);
+void       _mi_prof_fork_child(void);
+void       _mi_prof_dump_at_exit(void);
+size_t     _mi_prof_live_samples(void);
 
 // Update a counter in the thread's block `stats` (may be NULL) and the process block.
 #define mi_stat_increase(stats, stat, amount)  _mi_stat_update((stats), &_mi_stats_main.stat, (int64_t)(amount))
@@ -97,6 +110,7 @@ uintptr_t  _mi_os_random_weak(uintptr_t extra_seed);
 
 // os.c
 void       _mi_os_init(void);
+void       _mi_os_init_hint(uintptr_t random);   // process start: the random start of the hint area
 size_t     _mi_os_page_size(void);
 size_t     _mi_os_good_alloc_size(size_t size);
 void*      _mi_os_alloc(size_t size);                       // committed, for metadata
@@ -106,8 +120,8 @@ void*      _mi_os_alloc_aligned_at(size_t size, size_t alignment, size_t align_o
                                    bool commit, bool allow_large, bool* is_large, bool* is_zero);
 bool       _mi_os_commit(void* p, size_t size, bool* is_zero);
 bool       _mi_os_decommit(void* p, size_t size);
-bool       _mi_os_reset(void* p, size_t size);             // drop pages, keep access, reads zeros
-size_t     _mi_os_inward_size(void* p, size_t size);       // what a reset of the range covers
+bool       _mi_os_purge(void* p, size_t size);             // drop pages, keep access, reads zeros
+size_t     _mi_os_inward_size(void* p, size_t size);       // what a purge of the range covers
 bool       _mi_os_populate(void* p, size_t size);          // fault in for writing, one call
 size_t     _mi_os_resident(void* p, size_t size);          // resident bytes (SIZE_MAX: unknown)
 bool       _mi_os_protect(void* p, size_t size);
@@ -119,15 +133,21 @@ void*      _mi_region_alloc(size_t size, bool commit, bool allow_large, bool* is
 void       _mi_region_free(void* p, size_t size, mi_memid_t memid, bool fully_committed, bool purge_now);
 void       _mi_region_collect(bool force, bool free_unused);
 void       _mi_region_try_purge(void);
-void       _mi_region_abandon(mi_segment_t* segment);
-bool       _mi_region_claim_abandoned(mi_segment_t* segment);
-mi_segment_t* _mi_region_next_abandoned(size_t* cursor);
-void       _mi_region_visit_abandoned(void (*fn)(mi_segment_t* segment, void* arg), void* arg);
-size_t     _mi_region_abandoned_count(void);
-void       _mi_region_visit_segments(void (*fn)(mi_segment_t* segment));
-void       _mi_segment_map_allocated_at(const mi_segment_t* segment);
+size_t     _mi_region_slots(void);
+uint8_t*   _mi_region_start(size_t idx);
+
+// abandoned.c
+void       _mi_abandoned_push(mi_segment_t* segment);
+bool       _mi_abandoned_claim(mi_segment_t* segment);
+mi_segment_t* _mi_abandoned_next(size_t* cursor);
+void       _mi_abandoned_visit(void (*fn)(mi_segment_t* segment, void* arg), void* arg);
+size_t     _mi_abandoned_count(void);
+
+// segment-map.c
+bool       _mi_segment_map_allocated_at(const mi_segment_t* segment);   // false: above the covered range
 void       _mi_segment_map_freed_at(const mi_segment_t* segment);
 bool       _mi_segment_map_contains(const void* segment);
+void       _mi_segment_map_visit(void (*fn)(mi_segment_t* segment, void* arg), void* arg);
 
 // segment.c
 #define _mi_segments_tld_stats(tld)  (((mi_tld_t*)((uint8_t*)(tld) - offsetof(mi_tld_t, segments)))->stats)
@@ -142,6 +162,8 @@ void       _mi_abandoned_reclaim_all(mi_heap_t* heap, mi_segments_tld_t* tld);
 void       _mi_segments_collect(bool force, mi_segments_tld_t* tld);
 mi_segment_t* _mi_segment_of_unit_aligned(const void* p);
 void       _mi_segment_huge_page_free(mi_segment_t* segment, mi_page_t* page, mi_block_t* block);
+void       _mi_segment_huge_page_purge(mi_segment_t* segment, mi_page_t* page, mi_block_t* block);
+uintptr_t  _mi_segment_await_abandon(const mi_segment_t* segment, uintptr_t owner, bool* gave_up);
 void       _mi_segments_fork_child(void);
 
 // page-queue.c
@@ -152,7 +174,6 @@ void       _mi_page_queue_push(mi_heap_t* heap, mi_page_queue_t* queue, mi_page_
 void       _mi_page_queue_remove(mi_page_queue_t* queue, mi_page_t* page);
 void       _mi_page_queue_enqueue_from(mi_page_queue_t* to, mi_page_queue_t* from, mi_page_t* page);
 size_t     _mi_page_queue_append(mi_heap_t* heap, mi_page_queue_t* pq, mi_page_queue_t* append);
-bool       _mi_page_queue_is_huge(const mi_page_queue_t* pq);
 bool       _mi_page_queue_is_full(const mi_page_queue_t* pq);
 
 // page.c
@@ -332,6 +353,27 @@ static inline uint8_t _mi_bin(size_t size) {
   return bin;
 }
 
+// The size-class table: the block size (in words) of each of the 73 bins that
+// _mi_bin maps sizes to, then the huge and full queues. Every heap's queues
+// start from it (init.c); _mi_bin_size reads it back.
+#define QNULL(sz)  { NULL, NULL, (sz)*sizeof(uintptr_t) }
+#define MI_PAGE_QUEUES_EMPTY \
+  { QNULL(     1), QNULL(     1), QNULL(     2), QNULL(     3), QNULL(     4), QNULL(     5), \
+    QNULL(     6), QNULL(     7), QNULL(     8), QNULL(    10), QNULL(    12), QNULL(    14), \
+    QNULL(    16), QNULL(    20), QNULL(    24), QNULL(    28), QNULL(    32), QNULL(    40), \
+    QNULL(    48), QNULL(    56), QNULL(    64), QNULL(    80), QNULL(    96), QNULL(   112), \
+    QNULL(   128), QNULL(   160), QNULL(   192), QNULL(   224), QNULL(   256), QNULL(   320), \
+    QNULL(   384), QNULL(   448), QNULL(   512), QNULL(   640), QNULL(   768), QNULL(   896), \
+    QNULL(  1024), QNULL(  1280), QNULL(  1536), QNULL(  1792), QNULL(  2048), QNULL(  2560), \
+    QNULL(  3072), QNULL(  3584), QNULL(  4096), QNULL(  5120), QNULL(  6144), QNULL(  7168), \
+    QNULL(  8192), QNULL( 10240), QNULL( 12288), QNULL( 14336), QNULL( 16384), QNULL( 20480), \
+    QNULL( 24576), QNULL( 28672), QNULL( 32768), QNULL( 40960), QNULL( 49152), QNULL( 57344), \
+    QNULL( 65536), QNULL( 81920), QNULL( 98304), QNULL(114688), QNULL(131072), QNULL(163840), \
+    QNULL(196608), QNULL(229376), QNULL(262144), QNULL(327680), QNULL(393216), QNULL(458752), \
+    QNULL(524288), \
+    QNULL(MI_LARGE_OBJ_WSIZE_MAX + 1  /* 73: huge */), \
+    QNULL(MI_LARGE_OBJ_WSIZE_MAX + 2  /* 74: full */) }
+
 // ------------------------------------------------------
 // Thread id and the default heap
 // ------------------------------------------------------
@@ -347,7 +389,8 @@ static inline uintptr_t _mi_thread_id(void) mi_attr_noexcept {
   __asm__ volatile ("mrs %0, tpidr_el0" : "=r" (tid));
   return tid;
 #else
-  return (uintptr_t)&_mi_heap_default;
+  uintptr_t _mi_prim_thread_id(void);   // (prim/prim.h) where no register holds the thread pointer
+  return _mi_prim_thread_id();
 #endif
 }
 
@@ -377,6 +420,13 @@ static inline uintptr_t _mi_ptr_cookie(const void* p) {
 // The segment unit containing p (for NULL: NULL).
 static inline mi_segment_t* _mi_ptr_segment(const void* p) {
   return (mi_segment_t*)((uintptr_t)p & ~MI_SEGMENT_MASK);
+}
+
+// An abandoned segment in a region is found through the abandoned set
+// (abandoned.c: reclaim scan, sweep); the others (huge segments, segments mapped
+// straight from the OS) only by a thread that frees into them.
+static inline bool mi_segment_in_abandoned_set(const mi_segment_t* segment) {
+  return (segment->memid.region_idx > 0 && segment->page_kind != MI_PAGE_HUGE);
 }
 
 static inline size_t mi_segment_page_index(const mi_segment_t* segment, const void* p) {
@@ -431,7 +481,7 @@ static inline mi_heap_t* mi_page_heap(const mi_page_t* page) {
 // since the blocks were last written by other threads.
 #if (MI_INTPTR_SIZE == 8)
 #define MI_TF_COUNTED     1
-#define MI_TF_COUNT_SHIFT 48
+#define MI_TF_COUNT_SHIFT MI_ADDRESS_BITS
 #define MI_TF_PTR_MASK    ((((uintptr_t)1 << MI_TF_COUNT_SHIFT) - 1) & ~(uintptr_t)0x03)
 #else
 #define MI_TF_COUNTED     0
@@ -472,8 +522,11 @@ static inline void mi_page_set_heap(mi_page_t* page, mi_heap_t* heap) {
   mi_atomic_store_release(&page->xheap, (uintptr_t)heap);
 }
 
+// The head of the remote-free list, for walking it (the double-free check,
+// the validators): acquire, so that the links the pushers wrote before their
+// release CAS are visible. Pushers only prepend, so the chain read stays valid.
 static inline mi_block_t* mi_page_thread_free(const mi_page_t* page) {
-  return mi_tf_block(mi_atomic_load_relaxed(&((mi_page_t*)page)->xthread_free));
+  return mi_tf_block(mi_atomic_load_acquire(&((mi_page_t*)page)->xthread_free));
 }
 
 // Other threads freed blocks into the page (the list, or its count, is not empty).
@@ -534,6 +587,12 @@ static inline bool mi_page_has_aligned(const mi_page_t* page) {
 }
 static inline void mi_page_set_has_aligned(mi_page_t* page, bool has_aligned) {
   mi_page_set_flag(page, MI_PAGE_HAS_ALIGNED, has_aligned);
+}
+static inline bool mi_page_has_sampled(const mi_page_t* page) {
+  return ((mi_page_flags(page) & MI_PAGE_HAS_SAMPLED) != 0);
+}
+static inline void mi_page_set_has_sampled(mi_page_t* page, bool has_sampled) {
+  mi_page_set_flag(page, MI_PAGE_HAS_SAMPLED, has_sampled);
 }
 
 static inline bool mi_page_is_huge(const mi_page_t* page) {

@@ -148,7 +148,8 @@ typedef struct mi_padding_s {
 #endif
 #define MI_PAGES_DIRECT                   (MI_SMALL_WSIZE_MAX + MI_PADDING_WSIZE + 1)
 
-// Used as the page's block size for huge blocks whose size does not fit 32 bits.
+// Stored as the page's (32-bit) block size for huge blocks of 64 MiB or more
+// and for big-aligned blocks: their size is then derived from the segment.
 #define MI_HUGE_BLOCK_SIZE                ((uint32_t)MI_HUGE_OBJ_SIZE_MAX)
 
 #define MI_MAX_EXTEND_SIZE                (4*KiB)   // extend a free list by one OS page worth at most
@@ -160,6 +161,8 @@ typedef struct mi_padding_s {
 
 #define MI_RECLAIM_TRIES                  (8)       // abandoned segments inspected per fresh-page request
 #define MI_RECLAIM_FORCE_VISITS           (3)       // a segment passed over this often is reclaimed anyway
+#define MI_PURGE_DELAY_MAX                ((int64_t)1 << 40)  // ms (35 years): reset_delay is capped to it, so clock + delay never overflows
+#define MI_ABANDON_AWAIT_MAX              (4096)    // yields a remote free waits for an owner abandoning a multi-page segment outside the abandoned set
 
 // Regions: the process-wide memory layer.
 #define MI_REGION_BLOCKS                  (MI_INTPTR_BITS)                 // 64 segment blocks each
@@ -167,8 +170,15 @@ typedef struct mi_padding_s {
 #define MI_REGION_MAX                     (1024)                           // 256 GiB of region memory
 #define MI_REGION_MAX_OBJ_BLOCKS          (MI_REGION_BLOCKS/4)             // 16 blocks = 64 MiB
 
-// The segment map covers the whole user address space (47 bits): one bit per segment unit.
-#define MI_ADDRESS_BITS                   (47)
+// The user address space: x86-64 hands out addresses below 2^47 and arm64
+// below 2^48 (unless asked for more with an address hint, which we never do).
+// The segment map covers it (one bit per segment unit), a segment mapped
+// above it is refused, and so every block address fits in these bits.
+#if (MI_INTPTR_SIZE == 8)
+#define MI_ADDRESS_BITS                   (48)
+#else
+#define MI_ADDRESS_BITS                   (32)
+#endif
 #define MI_SEGMENT_MAP_BITS               ((size_t)1 << (MI_ADDRESS_BITS - MI_SEGMENT_SHIFT))
 
 // The owner id of segments of threads that vanished in a fork (a thread id is
@@ -190,7 +200,7 @@ typedef struct mi_block_s {
 
 // Delayed-free state in the low 2 bits of page->xthread_free (architecture §8).
 typedef enum mi_delayed_e {
-  MI_USE_DELAYED_FREE   = 0, // the page is in the full queue: the next remote free goes to the owner heap's delayed list
+  MI_USE_DELAYED_FREE   = 0, // the owner does not scan the page (full queue, or one block): the next remote free goes to the owner heap's delayed list
   MI_DELAYED_FREEING    = 1, // transient: a remote thread is pushing on the heap's delayed list
   MI_NO_DELAYED_FREE    = 2, // push to thread_free (the page is not full, or a block of it is on the delayed list)
   MI_NEVER_DELAYED_FREE = 3  // sticky: the owner heap is going away; always push to thread_free
@@ -199,11 +209,13 @@ typedef enum mi_delayed_e {
 typedef uintptr_t mi_thread_free_t;   // block pointer | delayed state
 
 // The flags byte tested as a whole by `free`: non-zero sends it to the generic
-// path. Written only by the owner; read by any thread (relaxed atomic byte:
-// the bit a remote reader needs, has_aligned, cannot change while it holds a
-// live block of the page).
+// path. Written only by the owner (whole-byte stores), except that the heap
+// profiler may clear HAS_SAMPLED from any thread (atomic and, under its lock);
+// read by any thread (relaxed atomic byte: the bit a remote reader needs,
+// has_aligned, cannot change while it holds a live block of the page).
 #define MI_PAGE_IN_FULL      (0x01)   // the page sits in the full queue
 #define MI_PAGE_HAS_ALIGNED  (0x02)   // some block was handed out as an aligned interior pointer
+#define MI_PAGE_HAS_SAMPLED  (0x04)   // some block is tracked by the heap profiler (prof.c): its free must tell it
 typedef _Atomic(uint8_t) mi_page_flags_t;
 
 // ------------------------------------------------------
@@ -222,13 +234,13 @@ typedef struct mi_page_s {
   // segment-level state
   uint8_t  segment_idx;         // index of this page in segment->pages
   uint8_t  segment_in_use:1;    // claimed by a heap (else available in its segment)
-  uint8_t  is_reset:1;          // memory was purged; contents are zero
+  uint8_t  is_purged:1;         // memory was purged; contents are zero
   uint8_t  is_committed:1;      // memory is accessible
   uint8_t  is_zero_init:1;      // memory was known zero when the page was initialised
   uint8_t  retire_counted:1;    // retired, and counted in its heap's page_retired_size
   uint16_t capacity;            // blocks threaded into free lists at least once
   uint16_t reserved;            // blocks that fit in the page area
-  mi_page_flags_t xflags;       // MI_PAGE_IN_FULL | MI_PAGE_HAS_ALIGNED
+  mi_page_flags_t xflags;       // MI_PAGE_IN_FULL | MI_PAGE_HAS_ALIGNED | MI_PAGE_HAS_SAMPLED
   uint8_t  is_zero:1;           // blocks on `free` are zero except their link word
   uint8_t  retire_expire:7;     // retire countdown (0 = not retired)
 
@@ -236,14 +248,19 @@ typedef struct mi_page_s {
   #if defined(MI_ENCODE_FREELIST)
   uintptr_t keys[2];            // per-page keys of the encoded free lists
   #endif
-  uint32_t used;                // blocks in use; while unused and purge-pending: the purge expiry (ms)
+  uint32_t used;                // blocks in use
   uint32_t xblock_size;         // block size, or MI_HUGE_BLOCK_SIZE (then derive from the segment)
   mi_block_t* local_free;       // blocks freed by the owner (owner only)
   _Atomic(mi_thread_free_t) xthread_free;  // blocks freed by other threads | delayed state
   _Atomic(uintptr_t) xheap;     // owning heap, or 0 when abandoned
 
-  struct mi_page_s* next;       // heap queue links
-  struct mi_page_s* prev;
+  union {
+    struct {
+      struct mi_page_s* next;   // heap queue links (a page in use)
+      struct mi_page_s* prev;
+    };
+    int64_t purge_expire;       // an unused page whose purge is pending: when it is due (ms)
+  };
   #if (MI_SECURE > 0) || (MI_PADDING > 0)
   uint8_t* page_start;          // the block area (checked builds check every freed pointer against it)
   #endif
@@ -277,6 +294,7 @@ typedef struct mi_segment_s {
   bool       mem_is_committed;  // the whole segment is accessible
   uint8_t    huge_fresh;        // huge: 0 reused memory, 1 fresh (a probe), 2 fresh and populated
   bool       guarded;           // secure builds: the header's and the segment end's guards are installed
+  bool       huge_purged;       // huge: another thread freed the block and purged its memory (written before it hands the block back)
   uint64_t   guard_mask;        // secure level >= 2, small/medium: pages whose end guard is installed (bit i: pages[i])
 
   struct mi_segment_s* next;    // free-segment queue links (owner only)
@@ -333,6 +351,7 @@ typedef struct mi_tld_s mi_tld_t;
 // word size w (or at the empty page), for every w <= MI_SMALL_WSIZE_MAX.
 struct mi_heap_s {
   mi_tld_t*        tld;
+  int64_t          prof_countdown;                      // bytes to allocate until the next profiler sample (prof.c)
   mi_page_t*       pages_free_direct[MI_PAGES_DIRECT];  // fast-path entry per word size
   mi_page_queue_t  pages[MI_BIN_FULL + 1];              // queues per bin, + huge + full
   _Atomic(mi_block_t*) thread_delayed_free;             // remote first-frees into full pages
@@ -355,6 +374,13 @@ typedef struct mi_heap_s mi_heap_t;
 // Invariants of a count in the process block: current == allocated - freed,
 // 0 <= current <= peak.
 // ------------------------------------------------------
+
+// Options with a text value (options.c), read from the environment only.
+typedef enum mi_option_text_e {
+  mi_option_prof_file,     // MIMALLOC_PROF_FILE: heap profile written at exit
+  mi_option_stats_file,    // MIMALLOC_STATS_FILE: JSON snapshots appended every stats_interval ms
+  _mi_option_text_last
+} mi_option_text_t;
 
 typedef struct mi_stat_count_s {
   _Atomic(int64_t) allocated;

@@ -2,10 +2,13 @@
   options.c -- the runtime option table and the message channel.
 
   All options live in one table: enum order (the 1.6 ABI order), name,
-  default, the range accepted from the environment, and one line of meaning.
-  Values are read lazily from the environment variable MIMALLOC_<NAME> (any
-  case) the first time an option is used. A check at start-up asserts that
-  the table order matches the enum.
+  default, the range accepted from the environment (and a word an option
+  may take besides: show_stats=json), and one line of meaning. Values are
+  read lazily from the environment variable MIMALLOC_<NAME> (any case) the
+  first time an option is used. A check at start-up asserts that the table
+  order matches the enum. The options whose value is a file name
+  (prof_file, stats_file) are in a second, small table: they are not in
+  the enum, whose values are numbers, and come from the environment only.
 
   A mistake in the environment is always reported, once, on the message
   channel, whatever show_errors, verbose and max_errors say: a value that is
@@ -44,11 +47,14 @@ typedef struct mi_option_desc_s {
   const char* name;    // environment name without the MIMALLOC_ prefix
   long        min;     // smallest value accepted from the environment
   long        max;     // largest value accepted from the environment
+  const char* word;    // a word accepted besides the usual ones (or NULL) ...
+  long        word_value;  // ... and the value it stands for
 } mi_option_desc_t;
 
 #define MI_OPTION(opt)  mi_option_##opt, #opt
-#define MI_BOOL         0, 1                  // the range of an on/off option
-#define MI_COUNT        0, (1L << 30)         // a count (segments, pages, nodes)
+#define MI_RANGE(lo,hi) lo, hi, NULL, 0       // a range of integers, no extra word
+#define MI_BOOL         MI_RANGE(0, 1)        // the range of an on/off option
+#define MI_COUNT        MI_RANGE(0, (1L << 30)) // a count (segments, pages, nodes)
 #define MI_RESET_DELAY_MAX  (24L * 3600 * 1000)   // a day, in milliseconds
 
 static mi_option_desc_t options[_mi_option_last] = {
@@ -58,26 +64,43 @@ static mi_option_desc_t options[_mi_option_last] = {
   #else
   { 0, MI_UNINIT, MI_OPTION(show_errors), MI_BOOL },
   #endif
-  { 0, MI_UNINIT, MI_OPTION(show_stats), MI_BOOL },           // print statistics at exit
+  { 0, MI_UNINIT, MI_OPTION(show_stats), 0, 1, "json", MI_SHOW_STATS_JSON }, // print statistics at exit (json: as JSON)
   { 0, MI_UNINIT, MI_OPTION(verbose), MI_BOOL },              // print informational messages
   { 1, MI_UNINIT, MI_OPTION(eager_commit), MI_BOOL },         // commit segments when allocated
   { 1, MI_UNINIT, MI_OPTION(eager_region_commit), MI_BOOL },  // commit whole regions when created
   { 0, MI_UNINIT, MI_OPTION(reset_decommits), MI_BOOL },      // purge by decommit instead of MADV_DONTNEED
   { 0, MI_UNINIT, MI_OPTION(large_os_pages), MI_BOOL },       // use 2 MiB OS pages where possible
-  { 0, MI_UNINIT, MI_OPTION(reserve_huge_os_pages), MI_COUNT },// reserve N 1 GiB pages at start
+  { 0, MI_UNINIT, MI_OPTION(reserve_huge_os_pages), MI_COUNT },// 1 GiB OS pages: read and reported, no effect yet (no huge OS page support)
   { 0, MI_UNINIT, MI_OPTION(segment_cache), MI_COUNT },       // per-thread segment cache size
   { 1, MI_UNINIT, MI_OPTION(page_reset), MI_BOOL },           // purge free pages after reset_delay
   { 0, MI_UNINIT, MI_OPTION(abandoned_page_reset), MI_BOOL }, // purge free pages of abandoned segments at once, not after the delay
   { 0, MI_UNINIT, MI_OPTION(segment_reset), MI_BOOL },        // purge freed segments now (no delay)
   { 1, MI_UNINIT, MI_OPTION(eager_commit_delay), MI_COUNT },  // first N segments commit page by page
-  { 100, MI_UNINIT, MI_OPTION(reset_delay), 0, MI_RESET_DELAY_MAX }, // milliseconds before a purge
-  { 0, MI_UNINIT, MI_OPTION(use_numa_nodes), 0, 1024 },       // 0 = detect
-  { 100, MI_UNINIT, MI_OPTION(os_tag), 100, 255 },            // macOS VM tag (application range)
-  { 16, MI_UNINIT, MI_OPTION(max_errors), -1, LONG_MAX },     // messages printed at most (-1: no limit)
+  { 100, MI_UNINIT, MI_OPTION(reset_delay), MI_RANGE(0, MI_RESET_DELAY_MAX) }, // milliseconds before a purge
+  { 0, MI_UNINIT, MI_OPTION(use_numa_nodes), MI_RANGE(0, 1024) },       // read and reported, no effect yet (no NUMA placement)
+  { 100, MI_UNINIT, MI_OPTION(os_tag), MI_RANGE(100, 255) },            // macOS VM tag: no effect on Linux (as in 1.6)
+  { 16, MI_UNINIT, MI_OPTION(max_errors), MI_RANGE(-1, LONG_MAX) },     // messages printed at most (-1: no limit)
   { 0, MI_UNINIT, MI_OPTION(secure_continue), MI_BOOL },      // secure builds: misuse is reported, not fatal
+  { 0, MI_UNINIT, MI_OPTION(prof_sample), MI_RANGE(0, LONG_MAX) }, // heap profiler: mean bytes between samples (0: off)
+  { 0, MI_UNINIT, MI_OPTION(stats_interval), MI_RANGE(0, MI_RESET_DELAY_MAX) }, // milliseconds between JSON snapshots to stats_file (0: none)
+};
+
+// Options with a text value (file names): read from the environment only,
+// at most MI_OPTION_TEXT_MAX bytes; "" when not set.
+#define MI_OPTION_TEXT_MAX  1024
+typedef struct mi_option_text_desc_s {
+  mi_init_t   init;
+  const char* name;    // environment name without the MIMALLOC_ prefix
+  char        value[MI_OPTION_TEXT_MAX + 1];
+} mi_option_text_desc_t;
+
+static mi_option_text_desc_t text_options[_mi_option_text_last] = {
+  { MI_UNINIT, "prof_file", "" },     // heap profile written at exit (%p: the process id)
+  { MI_UNINIT, "stats_file", "" },    // JSON statistics snapshots appended every stats_interval ms (%p: the process id)
 };
 
 static void mi_option_init(mi_option_desc_t* desc);
+static void mi_option_text_init(mi_option_text_desc_t* desc);
 static void mi_env_check_unknown(void);
 static bool mi_options_ready = false;   // the load-time constructor ran (environment is usable)
 static long mi_max_error_count = 16;    // max_errors, read once at start-up
@@ -93,6 +116,11 @@ void _mi_options_init(void) {
     if (i != mi_option_verbose) {
       _mi_verbose_message("option '%s': %ld\n", desc->name, desc->value);
     }
+  }
+  for (int i = 0; i < _mi_option_text_last; i++) {
+    mi_option_text_desc_t* desc = &text_options[i];
+    if (desc->init == MI_UNINIT) mi_option_text_init(desc);
+    _mi_verbose_message("option '%s': \"%s\"\n", desc->name, desc->value);
   }
   mi_max_error_count = mi_option_get(mi_option_max_errors);
   // Statistics and messages at exit go to the stderr the program started
@@ -129,6 +157,44 @@ void mi_option_set_default(mi_option_t option, long value) {
     desc->value = value;
     if (option == mi_option_max_errors) mi_max_error_count = value;
   }
+}
+
+// The purge delay (option reset_delay) in ms, from 0 to MI_PURGE_DELAY_MAX:
+// every expiry is then `clock + delay` in 64 bits, without overflow.
+int64_t _mi_purge_delay(void) {
+  const long delay = mi_option_get(mi_option_reset_delay);
+  if (delay <= 0) return 0;
+  return ((uint64_t)delay >= (uint64_t)MI_PURGE_DELAY_MAX ? MI_PURGE_DELAY_MAX : (int64_t)delay);
+}
+
+const char* _mi_option_text(mi_option_text_t option) {
+  mi_assert(option >= 0 && option < _mi_option_text_last);
+  mi_option_text_desc_t* desc = &text_options[option];
+  if (mi_unlikely(desc->init == MI_UNINIT)) mi_option_text_init(desc);
+  return desc->value;
+}
+
+// A text option that names a file, with "%p" replaced by the process id (a
+// program and the programs it starts then write one file each); false if
+// the option is not set or the result does not fit.
+bool _mi_option_path(mi_option_text_t option, char* buf, size_t size) {
+  const char* text = _mi_option_text(option);
+  size_t n = 0;
+  for (const char* s = text; *s != 0; s++) {
+    if (s[0] == '%' && s[1] == 'p') {
+      const int k = snprintf(buf + n, size - n, "%ld", _mi_prim_process_id());
+      if (k < 0 || (size_t)k >= size - n) return false;
+      n += (size_t)k;
+      s++;
+    }
+    else {
+      if (n + 1 >= size) return false;
+      buf[n++] = *s;
+    }
+  }
+  if (n == 0) return false;
+  buf[n] = 0;
+  return true;
 }
 
 bool mi_option_is_enabled(mi_option_t option) {
@@ -424,21 +490,31 @@ static bool mi_env_parse(const char* text, long* value, bool* overflow) {
   return true;
 }
 
+// The environment entry of an option not read yet; NULL if it has none (and
+// then the default stands, unless the environment may not be ready yet:
+// before the library is loaded, look again later).
+static const char* mi_option_entry(const char* name, mi_init_t* init) {
+  const char* entry = mi_env_find(name);
+  if (entry == NULL && mi_options_ready) *init = MI_DEFAULTED;
+  return entry;
+}
+
 static void mi_option_init(mi_option_desc_t* desc) {
-  const char* entry = mi_env_find(desc->name);
-  if (entry == NULL) {
-    // before the library is loaded the environment may not be ready: look again later
-    if (mi_options_ready) desc->init = MI_DEFAULTED;
-    return;
-  }
+  const char* entry = mi_option_entry(desc->name, &desc->init);
+  if (entry == NULL) return;
   const char* text = mi_env_value(entry);
   long value = 0;
   bool overflow = false;
-  if (!mi_env_parse(text, &value, &overflow)) {
+  if (desc->word != NULL && strlen(text) == strlen(desc->word) && mi_istarts_with(text, desc->word)) {
+    desc->value = desc->word_value;   // the option's own word (any case)
+    desc->init = MI_INITIALIZED;
+  }
+  else if (!mi_env_parse(text, &value, &overflow)) {
     desc->init = MI_DEFAULTED;   // keep the default, but say so
     if (desc->min == 0 && desc->max == 1) {
-      mi_env_warning("%.*s=%.*s%s is not a valid value (use 1, true, yes, on or 0, false, no, off); the default %ld is used\n",
-                     mi_env_name_len(entry), entry, MI_ENV_VALUE_MAX, text, (strlen(text) > MI_ENV_VALUE_MAX ? "..." : ""), desc->value);
+      mi_env_warning("%.*s=%.*s%s is not a valid value (use 1, true, yes, on or 0, false, no, off%s%s); the default %ld is used\n",
+                     mi_env_name_len(entry), entry, MI_ENV_VALUE_MAX, text, (strlen(text) > MI_ENV_VALUE_MAX ? "..." : ""),
+                     (desc->word != NULL ? ", or " : ""), (desc->word != NULL ? desc->word : ""), desc->value);
     }
     else {
       mi_env_warning("%.*s=%.*s%s is not a valid value (use an integer from %ld to %ld); the default %ld is used\n",
@@ -468,10 +544,29 @@ static void mi_env_check_unknown(void) {
     for (int i = 0; i < _mi_option_last && !known; i++) {
       known = mi_env_is_option(entry, options[i].name);
     }
+    for (int i = 0; i < _mi_option_text_last && !known; i++) {
+      known = mi_env_is_option(entry, text_options[i].name);
+    }
     if (!known) {
       const char* text = mi_env_value(entry);
       mi_env_warning("%.*s=%.*s%s is not a mimalloc option and is ignored\n", mi_env_name_len(entry), entry,
                      MI_ENV_VALUE_MAX, text, (strlen(text) > MI_ENV_VALUE_MAX ? "..." : ""));
     }
   }
+}
+
+// A text option: its value as written, unless it is too long (then it is
+// reported and not used).
+static void mi_option_text_init(mi_option_text_desc_t* desc) {
+  const char* entry = mi_option_entry(desc->name, &desc->init);
+  if (entry == NULL) return;
+  const char* text = mi_env_value(entry);
+  desc->init = MI_INITIALIZED;
+  if (strlen(text) > MI_OPTION_TEXT_MAX) {
+    mi_env_warning("%.*s=%.*s... is longer than %d bytes and is ignored\n",
+                   mi_env_name_len(entry), entry, MI_ENV_VALUE_MAX, text, MI_OPTION_TEXT_MAX);
+    desc->value[0] = 0;
+    return;
+  }
+  strcpy(desc->value, text);
 }

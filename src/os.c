@@ -8,8 +8,14 @@
     so the over-allocate-and-trim fallback is rarely needed;
   - page rounding: commit rounds outward, decommit/purge round inward;
   - reporting: every failing OS call is a warning, never a crash;
-  - reset = MADV_DONTNEED (the range stays accessible and reads zeros);
-    whether a page reset decommits instead is decided by the segment layer.
+  - purge = MADV_DONTNEED (the range stays accessible and reads zeros);
+    whether a page purge decommits instead is decided by the segment layer.
+
+  Words, in the code: to *purge* a range is to give its physical memory back
+  (its contents become zero), whichever way; to *decommit* is the way that
+  also makes it inaccessible (option reset_decommits). The 1.6 option names
+  (page_reset, reset_delay, ...) and the statistics row `reset` keep 1.6's
+  word for purging.
 -----------------------------------------------------------------------------*/
 #include "mimalloc-internal.h"
 #include "prim/prim.h"
@@ -98,6 +104,21 @@ void _mi_os_free_ex(void* p, size_t size, size_t committed) {
 #define MI_HINT_AREA  ((uintptr_t)4 << 40)   // random start within the first 4 TiB above the base
 #define MI_HINT_MAX   ((uintptr_t)30 << 40)  // wrap after 30 TiB
 static _Atomic(uintptr_t) aligned_base;
+static _Atomic(uintptr_t) aligned_start;   // where the bump pointer starts (and wraps to); 0: the base
+
+// At process start (one thread): the hint area starts at the base plus a
+// random multiple of the segment size (not in debug builds, which stay
+// repeatable). The random word comes from the caller, so that this layer
+// never touches a heap's generator (which belongs to its thread).
+void _mi_os_init_hint(uintptr_t random) {
+  uintptr_t start = MI_HINT_BASE;
+  #if (MI_DEBUG == 0)
+  start += (MI_SEGMENT_SIZE * ((random >> 17) & 0xFFFFF)) % MI_HINT_AREA;
+  #else
+  (void)random;
+  #endif
+  mi_atomic_store_release(&aligned_start, start);
+}
 
 // A hint address for a `size` bytes segment-aligned reservation, or NULL.
 static void* mi_os_get_aligned_hint(size_t try_alignment, size_t size) {
@@ -106,12 +127,9 @@ static void* mi_os_get_aligned_hint(size_t try_alignment, size_t size) {
   if (size > 1 * GiB) return NULL;   // keep the hint area for segments and regions
   uintptr_t hint = mi_atomic_add_acq_rel(&aligned_base, size);
   if (hint == 0 || hint > MI_HINT_MAX) {
-    // initialise (or wrap) at the base plus a random multiple of the segment size
-    uintptr_t init = MI_HINT_BASE;
-    #if (MI_DEBUG == 0)
-    uintptr_t r = _mi_heap_random_next(&_mi_heap_main);
-    init = init + ((MI_SEGMENT_SIZE * ((r >> 17) & 0xFFFFF)) % MI_HINT_AREA);
-    #endif
+    // initialise (or wrap) at the start
+    uintptr_t init = mi_atomic_load_acquire(&aligned_start);
+    if (init == 0) init = MI_HINT_BASE;
     uintptr_t expected = hint + size;
     mi_atomic_cas_strong_acq_rel(&aligned_base, &expected, init);
     hint = mi_atomic_add_acq_rel(&aligned_base, size);
@@ -120,6 +138,7 @@ static void* mi_os_get_aligned_hint(size_t try_alignment, size_t size) {
   return (void*)hint;
 }
 #else
+void _mi_os_init_hint(uintptr_t random) { (void)random; }
 static void* mi_os_get_aligned_hint(size_t try_alignment, size_t size) {
   (void)try_alignment; (void)size; return NULL;
 }
@@ -211,14 +230,14 @@ bool _mi_os_decommit(void* addr, size_t size) {
 
 // Give the physical memory of a range back but keep it accessible: the next
 // touch reads zeros. Returns true on success.
-bool _mi_os_reset(void* addr, size_t size) {
+bool _mi_os_purge(void* addr, size_t size) {
   size_t csize;
   void* start = mi_os_page_align_area(addr, size, true, &csize);
   if (csize == 0) return false;
   int err = _mi_prim_purge(start, csize);
   if (err == 0) mi_stat_increase(NULL, reset, csize);
   if (err != 0) {
-    _mi_warning_message("madvise reset error: start: %p, csize: 0x%zx, errno: %d\n", start, csize, err);
+    _mi_warning_message("cannot purge OS memory (error: %d (0x%x), address: %p, size: 0x%zx bytes)\n", err, err, start, csize);
     return false;
   }
   return true;
@@ -269,7 +288,7 @@ size_t _mi_os_resident(void* addr, size_t size) {
   return (err == 0 ? resident : SIZE_MAX);
 }
 
-// Bytes of [addr, addr+size) that a reset or decommit really covers (whole
+// Bytes of [addr, addr+size) that a purge or decommit really covers (whole
 // OS pages inside the range): what the statistics count for it.
 size_t _mi_os_inward_size(void* addr, size_t size) {
   size_t csize;

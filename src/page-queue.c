@@ -5,8 +5,10 @@
   words (16 bytes: every block larger than 8 bytes is 16-aligned), one word
   for the first; above that there are four bins per power of two, so a block
   wastes at most about 20% of its size. Bin 73 holds pages with one huge
-  block, bin 74 the full pages. The table is exactly the 1.6 table: users
-  compare mi_good_size/mi_usable_size results.
+  block, bin 74 the full pages. The table (MI_PAGE_QUEUES_EMPTY, next to
+  the inline _mi_bin in mimalloc-internal.h, since every heap's queues are
+  initialised from it) is exactly the 1.6 table: users compare
+  mi_good_size/mi_usable_size results.
 
   Each heap keeps `pages_free_direct`, one entry per word size up to 128
   words, pointing at the first page of the queue serving that size; it is
@@ -34,10 +36,6 @@ size_t mi_good_size(size_t size) mi_attr_noexcept {
 // ---------------------------------------------------------------------------
 // Queue queries
 // ---------------------------------------------------------------------------
-
-bool _mi_page_queue_is_huge(const mi_page_queue_t* pq) {
-  return (pq->block_size == (MI_LARGE_OBJ_SIZE_MAX + sizeof(uintptr_t)));
-}
 
 bool _mi_page_queue_is_full(const mi_page_queue_t* pq) {
   return (pq->block_size == (MI_LARGE_OBJ_SIZE_MAX + (2 * sizeof(uintptr_t))));

@@ -279,7 +279,7 @@ void _mi_page_free(mi_page_t* page, mi_page_queue_t* pq, bool force) {
   mi_assert_expensive(mi_page_is_valid(page));
   mi_assert_internal(pq == _mi_heap_page_queue_of(mi_page_heap(page), page));
   mi_assert_internal(mi_page_thread_free_flag_ok(page));
-  mi_page_set_has_aligned(page, false);
+  mi_page_set_flag(page, MI_PAGE_HAS_ALIGNED | MI_PAGE_HAS_SAMPLED, false);   // no live block: none is aligned or sampled
   mi_heap_t* heap = mi_page_heap(page);
   mi_segments_tld_t* segments_tld = &heap->tld->segments;
   mi_page_unretire(heap, page);
@@ -318,7 +318,7 @@ void _mi_page_retire(mi_page_t* page) mi_attr_noexcept {
   mi_assert_internal(page != NULL);
   mi_assert_expensive(mi_page_is_valid(page));
   mi_assert_internal(mi_page_all_free(page));
-  mi_page_set_has_aligned(page, false);
+  mi_page_set_flag(page, MI_PAGE_HAS_ALIGNED | MI_PAGE_HAS_SAMPLED, false);   // no live block: none is aligned or sampled
   mi_heap_t* heap = mi_page_heap(page);
   mi_page_queue_t* pq = _mi_heap_page_queue_of(heap, page);
   if (mi_unlikely(page->xblock_size > MI_LARGE_OBJ_SIZE_MAX || mi_page_is_in_full(page))) {
@@ -585,6 +585,7 @@ static void mi_page_init(mi_heap_t* heap, mi_page_t* page, size_t block_size) {
 
 // A fresh page from the segment layer, pushed at the front of `pq`.
 static mi_page_t* mi_page_fresh_alloc(mi_heap_t* heap, mi_page_queue_t* pq, size_t block_size, size_t page_alignment, size_t align_offset) {
+  _mi_stats_interval_tick();   // a snapshot to stats_file if one is due and its thread cannot write it
   mi_page_t* page = _mi_segment_page_alloc(heap, block_size, page_alignment, align_offset, &heap->tld->segments);
   if (page == NULL) return NULL;   // out of memory, or a reclaimed page went into the queue
   mi_page_init(heap, page, block_size);

@@ -19,8 +19,6 @@
                  moves to `purge` at that expiry (so every block waits between
                  one and two delays, never less)
     purged     : block was purged since its last use (for the statistics)
-    abandoned  : block starts an abandoned segment; clearing the bit with an
-                 atomic AND is what gives a thread the right to reclaim it
     purge_expire: when the pending purges are due (ms; 0 = nothing pending)
 
   Delayed purge (what 1.6 lacked): a freed segment is marked purge-pending
@@ -30,13 +28,15 @@
   bits so nobody can take them meanwhile. Purged blocks are clean: the next
   segment built on them knows its memory is zero.
 
-  Alternatives rejected: a global free-segment list with a lock (a lock on
-  the segment path), and 1.6's tagged abandoned stack (needs ABA tags and a
-  reader count, and cannot claim one specific segment for reclaim-on-free).
+  Which region segments are abandoned is kept beside the regions, in the
+  same shape (one word per region slot), by abandoned.c.
+
+  Alternative rejected: a global free-segment list with a lock (a lock on
+  the segment path).
 
   Known limits: at most 1024 regions (256 GiB) are tracked at once; beyond
-  that segments come straight from the OS and work, but cannot be found by
-  the abandoned-segment scan (reclaim-on-free still finds them).
+  that segments come straight from the OS and work, but are outside the
+  abandoned set (a thread that frees into them claims them).
 -----------------------------------------------------------------------------*/
 #include "mimalloc-internal.h"
 #include "prim/prim.h"
@@ -58,15 +58,13 @@ typedef struct mem_region_s {
   _Atomic(uintptr_t) purge;         // freed, purge pending: due at purge_expire
   _Atomic(uintptr_t) purge_young;   // freed since the last expiry: due one expiry later
   _Atomic(uintptr_t) purged;        // block was purged and not used since (statistics)
-  _Atomic(uintptr_t) abandoned;
   _Atomic(int64_t)   purge_expire;
-  uint8_t padding[128 - 11*sizeof(uintptr_t)];   // keep regions on separate cache lines
+  uint8_t padding[128 - 10*sizeof(uintptr_t)];   // keep regions on separate cache lines
 } mem_region_t;
 
 static mem_region_t regions[MI_REGION_MAX];
 static _Atomic(size_t) regions_count;      // slots handed out so far (only grows)
 static _Atomic(int64_t) purge_next;        // earliest pending purge expiry (0: none)
-static _Atomic(size_t) abandoned_count;    // abandoned segments in all regions
 
 // ---------------------------------------------------------------------------
 // Bitmap helpers
@@ -99,47 +97,10 @@ static bool mi_bitmap_try_claim_mask(_Atomic(uintptr_t)* field, uintptr_t m) {
   return true;
 }
 
-static inline int64_t mi_region_delay(void) {
-  long delay = mi_option_get(mi_option_reset_delay);
-  return (delay < 0 ? 0 : delay);
-}
 
 // Make the process-wide earliest expiry no later than `expire`.
 static void mi_region_note_expire(int64_t expire) {
   mi_atomic_expire_lower(&purge_next, expire);
-}
-
-// ---------------------------------------------------------------------------
-// The segment map: one bit per segment unit of the address space, set while
-// a segment starts there. Lets us validate a pointer in constant time without
-// dereferencing it. 4 MiB of .bss, touched only where segments live.
-// ---------------------------------------------------------------------------
-
-static _Atomic(uintptr_t) mi_segment_map[MI_SEGMENT_MAP_BITS / MI_INTPTR_BITS];
-
-static bool mi_segment_map_index(const void* segment, size_t* idx, uintptr_t* bit) {
-  const uintptr_t unit = (uintptr_t)segment >> MI_SEGMENT_SHIFT;
-  if (unit >= MI_SEGMENT_MAP_BITS) return false;
-  *idx = unit / MI_INTPTR_BITS;
-  *bit = (uintptr_t)1 << (unit % MI_INTPTR_BITS);
-  return true;
-}
-
-void _mi_segment_map_allocated_at(const mi_segment_t* segment) {
-  size_t idx; uintptr_t bit;
-  if (mi_segment_map_index(segment, &idx, &bit)) mi_atomic_or_acq_rel(&mi_segment_map[idx], bit);
-}
-
-void _mi_segment_map_freed_at(const mi_segment_t* segment) {
-  size_t idx; uintptr_t bit;
-  if (mi_segment_map_index(segment, &idx, &bit)) mi_atomic_and_acq_rel(&mi_segment_map[idx], ~bit);
-}
-
-bool _mi_segment_map_contains(const void* segment) {
-  size_t idx; uintptr_t bit;
-  if (((uintptr_t)segment & MI_SEGMENT_MASK) != 0) return false;
-  if (!mi_segment_map_index(segment, &idx, &bit)) return false;
-  return ((mi_atomic_load_acquire(&mi_segment_map[idx]) & bit) != 0);
 }
 
 // ---------------------------------------------------------------------------
@@ -185,7 +146,6 @@ static size_t mi_region_create(bool commit, bool allow_large) {
   mi_atomic_store_relaxed(&region->purge, 0);
   mi_atomic_store_relaxed(&region->purge_young, 0);
   mi_atomic_store_relaxed(&region->purged, 0);
-  mi_atomic_store_relaxed(&region->abandoned, 0);
   mi_atomic_store_relaxed(&region->purge_expire, 0);
   mi_atomic_store_release(&region->in_use, 0);
   mi_atomic_store_release(&region->state, MI_REGION_LIVE);   // publish last
@@ -343,8 +303,8 @@ void _mi_region_free(void* p, size_t size, mi_memid_t memid, bool fully_committe
   if (fully_committed) mi_atomic_or_acq_rel(&region->commit, m);
   const bool fixed = (mi_atomic_load_relaxed(&region->is_large) != 0);
   if (!fixed) {
-    if (purge_now || mi_region_delay() == 0) {
-      if (_mi_os_reset(p, blocks * MI_SEGMENT_SIZE)) {
+    if (purge_now || _mi_purge_delay() == 0) {
+      if (_mi_os_purge(p, blocks * MI_SEGMENT_SIZE)) {
         mi_atomic_and_acq_rel(&region->dirty, ~m);
         mi_atomic_or_acq_rel(&region->purged, m);
       }
@@ -358,7 +318,7 @@ void _mi_region_free(void* p, size_t size, mi_memid_t memid, bool fully_committe
       // arm the expiry if nothing is pending (also when a purge pass just
       // ended without re-arming it while we marked the young generation)
       int64_t expected = 0;
-      const int64_t expire = _mi_prim_clock_now() + mi_region_delay();
+      const int64_t expire = _mi_prim_clock_now() + _mi_purge_delay();
       if (mi_atomic_cas_strong_acq_rel(&region->purge_expire, &expected, expire)) mi_region_note_expire(expire);
     }
   }
@@ -384,7 +344,7 @@ static void mi_region_purge_blocks(mem_region_t* region, _Atomic(uintptr_t)* fie
       size_t i;
       const size_t n = mi_bit_run(s, &i);
       const uintptr_t sm = mi_bit_mask(n, i);
-      if (_mi_os_reset(start + i * MI_SEGMENT_SIZE, n * MI_SEGMENT_SIZE)) {
+      if (_mi_os_purge(start + i * MI_SEGMENT_SIZE, n * MI_SEGMENT_SIZE)) {
         mi_atomic_and_acq_rel(&region->dirty, ~sm);
         mi_atomic_or_acq_rel(&region->purged, sm);
       }
@@ -424,7 +384,7 @@ static void mi_region_purge(mem_region_t* region, int64_t now, bool force) {
   // what is pending now (the promoted generation, or blocks we raced) is due one delay later
   if (mi_atomic_load_relaxed(&region->purge) != 0 || mi_atomic_load_relaxed(&region->purge_young) != 0) {
     int64_t zero = 0;
-    const int64_t next = now + mi_region_delay();
+    const int64_t next = now + _mi_purge_delay();
     if (mi_atomic_cas_strong_acq_rel(&region->purge_expire, &zero, next)) mi_region_note_expire(next);
   }
 }
@@ -453,103 +413,17 @@ void _mi_region_collect(bool force, bool free_unused) {
 }
 
 // ---------------------------------------------------------------------------
-// Abandoned segments
+// Region slots, for the abandoned set (abandoned.c)
 // ---------------------------------------------------------------------------
 
-static mem_region_t* mi_segment_region(const mi_segment_t* segment, uintptr_t* bit) {
-  mi_assert_internal(segment->memid.region_idx > 0);
-  *bit = (uintptr_t)1 << segment->memid.block_idx;
-  return &regions[segment->memid.region_idx - 1];
+// Region slots handed out so far (live or dead).
+size_t _mi_region_slots(void) {
+  return mi_atomic_load_acquire(&regions_count);
 }
 
-void _mi_region_abandon(mi_segment_t* segment) {
-  uintptr_t bit;
-  mem_region_t* region = mi_segment_region(segment, &bit);
-  mi_atomic_add_relaxed(&abandoned_count, 1);
-  mi_atomic_or_acq_rel(&region->abandoned, bit);
-}
-
-bool _mi_region_claim_abandoned(mi_segment_t* segment) {
-  uintptr_t bit;
-  mem_region_t* region = mi_segment_region(segment, &bit);
-  if ((mi_atomic_and_acq_rel(&region->abandoned, ~bit) & bit) == 0) return false;
-  mi_atomic_sub_relaxed(&abandoned_count, 1);
-  return true;
-}
-
-size_t _mi_region_abandoned_count(void) {
-  return mi_atomic_load_relaxed(&abandoned_count);
-}
-
-// Claim the next abandoned segment at or after `*cursor` (wrapping once).
-mi_segment_t* _mi_region_next_abandoned(size_t* cursor) {
-  if (mi_atomic_load_relaxed(&abandoned_count) == 0) return NULL;
-  const size_t count = mi_atomic_load_acquire(&regions_count);
-  if (count == 0) return NULL;
-  const size_t total = count * MI_INTPTR_BITS;
-  size_t pos = *cursor % total;
-  for (size_t visited = 0; visited <= total; ) {
-    const size_t idx = pos / MI_INTPTR_BITS;
-    const size_t bitidx = pos % MI_INTPTR_BITS;
-    mem_region_t* region = &regions[idx];
-    uintptr_t map = mi_atomic_load_relaxed(&region->abandoned) >> bitidx;
-    if (map == 0 || mi_atomic_load_acquire(&region->state) != MI_REGION_LIVE) {
-      const size_t skip = MI_INTPTR_BITS - bitidx;
-      visited += skip; pos = (pos + skip) % total;
-      continue;
-    }
-    const size_t i = bitidx + mi_ctz(map);
-    const uintptr_t bit = (uintptr_t)1 << i;
-    if ((mi_atomic_and_acq_rel(&region->abandoned, ~bit) & bit) != 0) {
-      mi_atomic_sub_relaxed(&abandoned_count, 1);
-      *cursor = idx * MI_INTPTR_BITS + i + 1;
-      uint8_t* start = (uint8_t*)mi_atomic_load_acquire(&region->start);
-      return (mi_segment_t*)(start + i * MI_SEGMENT_SIZE);
-    }
-    // someone else took it: look again from the same place
-  }
-  return NULL;
-}
-
-// Claim every segment that is abandoned now, one at a time, and call `fn` on
-// it; `fn` owns the segment and must abandon it again (or keep it). Segments
-// abandoned while the visit runs may or may not be visited.
-void _mi_region_visit_abandoned(void (*fn)(mi_segment_t* segment, void* arg), void* arg) {
-  if (mi_atomic_load_relaxed(&abandoned_count) == 0) return;
-  const size_t count = mi_atomic_load_acquire(&regions_count);
-  for (size_t idx = 0; idx < count; idx++) {
-    mem_region_t* region = &regions[idx];
-    uintptr_t map = mi_atomic_load_relaxed(&region->abandoned);
-    if (map == 0 || mi_atomic_load_acquire(&region->state) != MI_REGION_LIVE) continue;
-    uint8_t* start = (uint8_t*)mi_atomic_load_acquire(&region->start);
-    while (map != 0) {
-      const size_t i = mi_ctz(map);
-      const uintptr_t bit = (uintptr_t)1 << i;
-      map &= ~bit;
-      if ((mi_atomic_and_acq_rel(&region->abandoned, ~bit) & bit) == 0) continue;   // taken meanwhile
-      mi_atomic_sub_relaxed(&abandoned_count, 1);
-      fn((mi_segment_t*)(start + i * MI_SEGMENT_SIZE), arg);
-    }
-  }
-}
-
-// ---------------------------------------------------------------------------
-// Visiting all segments in regions (used after fork)
-// ---------------------------------------------------------------------------
-
-// Call `fn` for every segment that starts in a live region.
-void _mi_region_visit_segments(void (*fn)(mi_segment_t* segment)) {
-  const size_t count = mi_atomic_load_acquire(&regions_count);
-  for (size_t i = 0; i < count; i++) {
-    mem_region_t* region = &regions[i];
-    if (mi_atomic_load_acquire(&region->state) != MI_REGION_LIVE) continue;
-    uintptr_t in_use = mi_atomic_load_acquire(&region->in_use);
-    uint8_t* start = (uint8_t*)mi_atomic_load_acquire(&region->start);
-    while (in_use != 0) {
-      const size_t bit = mi_ctz(in_use);
-      in_use &= ~((uintptr_t)1 << bit);
-      mi_segment_t* segment = (mi_segment_t*)(start + bit * MI_SEGMENT_SIZE);
-      if (_mi_segment_map_contains(segment)) fn(segment);   // a segment starts here
-    }
-  }
+// The start of the region in slot `idx`; only meaningful while one of its
+// blocks is in use (a region with blocks in use stays live).
+uint8_t* _mi_region_start(size_t idx) {
+  mi_assert_internal(idx < MI_REGION_MAX);
+  return (uint8_t*)mi_atomic_load_acquire(&regions[idx].start);
 }

@@ -16,8 +16,8 @@
 
   When a thread ends, the still-used pages of its segments are abandoned.
   A segment with only abandoned pages is *abandoned*: owner id 0 and, if it
-  lives in a region, its bit set in the region's abandoned bitmap. Clearing
-  that bit is the claim token (`_mi_region_claim_abandoned`); a segment outside
+  lives in a region, its bit set in the abandoned set (abandoned.c). Clearing
+  that bit is the claim token (`_mi_abandoned_claim`); a segment outside
   the bitmaps (huge segments, OS-direct segments) is claimed by a CAS of its
   owner id from 0. Claimed segments are reclaimed into the claiming thread's
   *backing* heap, never into a user heap, so that `mi_heap_destroy` can only
@@ -265,7 +265,7 @@ static void mi_segments_track_size(long segment_size, mi_segments_tld_t* tld) {
 //
 // An unused page of a small or medium segment is not purged at once: its bit
 // is set in the segment's purge_mask with an expiry `reset_delay` ms ahead
-// (kept in page->used while the page is unused), and the segment joins its
+// (kept in the unused page's descriptor), and the segment joins its
 // owner's purge list. Claiming the page before then clears the bit: no system
 // call. When a segment's earliest expiry has passed, every pending page of it
 // that is due (or due within a quarter of the delay) is purged, one system
@@ -278,13 +278,8 @@ static void mi_segments_track_size(long segment_size, mi_segments_tld_t* tld) {
 // that ends purges nothing itself, and a segment reclaimed soon after by the
 // next thread is used again without a purge and a refault.
 
-static int64_t mi_purge_delay(void) {
-  const long delay = mi_option_get(mi_option_reset_delay);
-  return (delay < 0 ? 0 : delay);
-}
-
 static bool mi_page_is_purgeable(const mi_segment_t* segment, const mi_page_t* page) {
-  return (!segment->mem_is_fixed && page->is_committed && !page->is_reset);
+  return (!segment->mem_is_fixed && page->is_committed && !page->is_purged);
 }
 
 static uint64_t mi_segment_page_bit(const mi_page_t* page) {
@@ -310,13 +305,13 @@ static void mi_segment_purge_pages(mi_segment_t* segment, uint64_t mask) {
       if (ok) mi_stat_increase(NULL, reset, _mi_os_inward_size(start, (size_t)(end - start)));
     }
     else {
-      ok = _mi_os_reset(start, (size_t)(end - start));   // counts itself
+      ok = _mi_os_purge(start, (size_t)(end - start));   // counts itself
     }
     if (ok) {
       for (size_t i = first; i < first + n; i++) {
         mi_page_t* page = &segment->pages[i];
         mi_assert_internal(!page->segment_in_use && mi_page_is_purgeable(segment, page));
-        page->is_reset = true;
+        page->is_purged = true;
         if (decommit) page->is_committed = false;
       }
     }
@@ -352,19 +347,17 @@ static void mi_segment_purge_due(mi_segment_t* segment, int64_t now, bool force)
   if (segment->purge_mask == 0) return;
   if (!force && now < segment->purge_expire) return;
   // pages due within a quarter of the delay go along: fewer, longer runs
-  const uint32_t horizon = (uint32_t)(now + mi_purge_delay() / 4);
+  const int64_t horizon = now + _mi_purge_delay() / 4;
   uint64_t due = 0;
   int64_t next = 0;
   for (uint64_t m = segment->purge_mask; m != 0; m &= m - 1) {
     mi_page_t* page = &segment->pages[mi_ctz(m)];
-    const uint32_t expire = page->used;   // ms, truncated to 32 bits: compare by difference
-    if (force || (int32_t)(horizon - expire) >= 0) {
+    if (force || page->purge_expire <= horizon) {
       due |= mi_segment_page_bit(page);
-      page->used = 0;
+      page->purge_expire = 0;
     }
-    else {
-      const int64_t e = now + (int32_t)(expire - (uint32_t)now);   // back to 64 bits
-      if (next == 0 || e < next) next = e;
+    else if (next == 0 || page->purge_expire < next) {
+      next = page->purge_expire;
     }
   }
   segment->purge_mask &= ~due;
@@ -375,20 +368,24 @@ static void mi_segment_purge_due(mi_segment_t* segment, int64_t now, bool force)
 // An unused page: purge it after the delay, unless it is claimed before.
 // `tld` is the owner's, or NULL for an abandoned segment (the sweep's).
 static void mi_segment_purge_add(mi_segment_t* segment, mi_page_t* page, mi_segments_tld_t* tld) {
-  mi_assert_internal(!page->segment_in_use && page->used == 0);
+  mi_assert_internal(!page->segment_in_use && page->used == 0 && page->purge_expire == 0);
   if (!mi_option_is_enabled(mi_option_page_reset)) return;
   if (segment->page_kind > MI_PAGE_MEDIUM || !mi_page_is_purgeable(segment, page)) return;
-  const int64_t delay = mi_purge_delay();
+  const int64_t delay = _mi_purge_delay();
   if (delay == 0) {
     mi_segment_purge_pages(segment, mi_segment_page_bit(page));
     return;
   }
   const int64_t expire = _mi_prim_clock_now() + delay;
-  page->used = (uint32_t)expire;
+  page->purge_expire = expire;
   segment->purge_mask |= mi_segment_page_bit(page);
   if (segment->purge_expire == 0) {
     segment->purge_expire = expire;
     if (tld != NULL) mi_purge_list_add(segment, tld);
+  }
+  else if (expire < segment->purge_expire) {   // (the delay was shortened meanwhile)
+    segment->purge_expire = expire;
+    if (tld != NULL && expire < tld->purge.expire) tld->purge.expire = expire;
   }
 }
 
@@ -397,7 +394,7 @@ static void mi_segment_purge_cancel(mi_segment_t* segment, mi_page_t* page, mi_s
   const uint64_t bit = mi_segment_page_bit(page);
   if ((segment->purge_mask & bit) == 0) return;
   segment->purge_mask &= ~bit;
-  page->used = 0;
+  page->purge_expire = 0;
   if (segment->purge_mask == 0) {
     segment->purge_expire = 0;
     mi_purge_list_remove(segment, tld);
@@ -409,7 +406,7 @@ static void mi_segment_purge_cancel(mi_segment_t* segment, mi_page_t* page, mi_s
 // to the region, which purges it after its own delay).
 static void mi_segment_purge_clear(mi_segment_t* segment, mi_segments_tld_t* tld) {
   mi_purge_list_remove(segment, tld);
-  for (uint64_t m = segment->purge_mask; m != 0; m &= m - 1) segment->pages[mi_ctz(m)].used = 0;
+  for (uint64_t m = segment->purge_mask; m != 0; m &= m - 1) segment->pages[mi_ctz(m)].purge_expire = 0;
   segment->purge_mask = 0;
   segment->purge_expire = 0;
 }
@@ -462,7 +459,7 @@ static mi_decl_thread uint32_t mi_abandoned_frees;   // frees into abandoned seg
 // is due on every 64th such free of this thread.
 void _mi_segment_abandoned_free_note(void) {
   if (mi_atomic_load_relaxed(&mi_abandoned_sweep_expire) == 0) {
-    mi_abandoned_sweep_note(_mi_prim_clock_now() + mi_purge_delay());
+    mi_abandoned_sweep_note(_mi_prim_clock_now() + _mi_purge_delay());
   }
   else if ((++mi_abandoned_frees % 64) != 0) {
     return;
@@ -470,10 +467,14 @@ void _mi_segment_abandoned_free_note(void) {
   _mi_segments_try_sweep_abandoned();
 }
 
-// The segment is claimed by the sweep (its abandoned bit cleared, owner id 0).
-static void mi_abandoned_sweep_visit(mi_segment_t* segment, void* arg) {
-  const int64_t now = *(const int64_t*)arg;
-  for (size_t i = 0; i < segment->capacity; i++) {   // (huge segments are never in the abandoned set)
+static void mi_segment_huge_fresh_free(mi_segment_t* segment);
+
+// Look after a claimed abandoned segment (owner id ours, no heap): collect the
+// blocks other threads freed into it, give its empty pages back, and free it
+// if it became empty (false), else perform its due purges (true: the caller
+// abandons it again).
+static bool mi_segment_abandoned_collect(mi_segment_t* segment, int64_t now) {
+  for (size_t i = 0; i < segment->capacity; i++) {
     mi_page_t* page = &segment->pages[i];
     if (!page->segment_in_use) continue;
     _mi_page_free_collect(page, false);
@@ -486,12 +487,18 @@ static void mi_abandoned_sweep_visit(mi_segment_t* segment, void* arg) {
   }
   if (segment->used == 0) {
     mi_stat_decrease(NULL, segments_abandoned, 1);
+    if (segment->page_kind == MI_PAGE_HUGE) mi_segment_huge_fresh_free(segment);
     mi_segment_purge_clear(segment, NULL);
     mi_segment_os_free(segment, false, NULL);
-    return;
+    return false;
   }
   mi_segment_purge_due(segment, now, false);
-  mi_segment_mark_abandoned(segment);
+  return true;
+}
+
+// The segment is claimed by the sweep (its abandoned bit cleared, owner id 0).
+static void mi_abandoned_sweep_visit(mi_segment_t* segment, void* arg) {
+  if (mi_segment_abandoned_collect(segment, *(const int64_t*)arg)) mi_segment_mark_abandoned(segment);
 }
 
 void _mi_segments_try_sweep_abandoned(void) {
@@ -501,18 +508,18 @@ void _mi_segments_try_sweep_abandoned(void) {
   if (now < next) return;
   int64_t expected = next;
   if (!mi_atomic_cas_strong_acq_rel(&mi_abandoned_sweep_expire, &expected, 0)) return;   // another thread sweeps
-  _mi_region_visit_abandoned(&mi_abandoned_sweep_visit, &now);
+  _mi_abandoned_visit(&mi_abandoned_sweep_visit, &now);
 }
 
-// The statistics of a reset page that is used again (or goes back with its segment).
-static void mi_page_unreset_stat(mi_segment_t* segment, mi_page_t* page) {
+// The statistics of a purged page that is used again (or goes back with its segment).
+static void mi_page_unpurge_stat(mi_segment_t* segment, mi_page_t* page) {
   size_t psize;
   uint8_t* start = _mi_segment_page_start(segment, page, 0, &psize, NULL);
   mi_stat_decrease(NULL, reset, _mi_os_inward_size(start, psize));
 }
 
-// Make a claimed page usable again after a reset; false if commit failed.
-static bool mi_page_unreset(mi_segment_t* segment, mi_page_t* page) {
+// Make a claimed page usable again after a purge; false if commit failed.
+static bool mi_page_unpurge(mi_segment_t* segment, mi_page_t* page) {
   if (!page->is_committed) {
     size_t psize;
     uint8_t* start = _mi_segment_page_start(segment, page, 0, &psize, NULL);
@@ -520,10 +527,10 @@ static bool mi_page_unreset(mi_segment_t* segment, mi_page_t* page) {
     if (!_mi_os_commit(start, psize, &is_zero)) return false;
     page->is_committed = true;
   }
-  if (page->is_reset) {
-    mi_page_unreset_stat(segment, page);
-    page->is_reset = false;
-    // a reset page reads as zeros if its whole area was purged (not page 0,
+  if (page->is_purged) {
+    mi_page_unpurge_stat(segment, page);
+    page->is_purged = false;
+    // a purged page reads as zeros if its whole area was purged (not page 0,
     // whose area shares an OS page with the header)
     page->is_zero_init = (page->segment_idx > 0 || segment->aligned_block != NULL);
   }
@@ -555,7 +562,7 @@ static bool mi_segment_cache_push(mi_segment_t* segment, mi_segments_tld_t* tld)
   }
   for (size_t i = 0; i < segment->capacity; i++) {
     mi_page_t* page = &segment->pages[i];
-    if (page->is_reset) { mi_page_unreset_stat(segment, page); page->is_reset = false; }
+    if (page->is_purged) { mi_page_unpurge_stat(segment, page); page->is_purged = false; }
   }
   segment->next = tld->cache;
   segment->prev = NULL;
@@ -669,7 +676,7 @@ static mi_segment_t* mi_segment_alloc(size_t required, mi_page_kind_t page_kind,
   for (size_t i = 0; i < capacity; i++) {
     mi_page_t* page = &segment->pages[i];
     page->segment_idx = (uint8_t)i;
-    page->is_reset = false;
+    page->is_purged = false;
     page->is_committed = is_committed;
     page->is_zero_init = is_zero;
   }
@@ -680,8 +687,14 @@ static mi_segment_t* mi_segment_alloc(size_t required, mi_page_kind_t page_kind,
   segment->segment_info_size = info_size;
   segment->aligned_block = (big_aligned ? (uint8_t*)segment + block_ofs : NULL);
   segment->cookie = _mi_ptr_cookie(segment);
+  if (!_mi_segment_map_allocated_at(segment)) {
+    // above the address range the map covers (only an OS that hands out more
+    // than MI_ADDRESS_BITS without being asked would): free could not find it
+    _mi_error_message(ENOMEM, "segment mapped above the supported address range: %p\n", (void*)segment);
+    _mi_region_free(segment, mem_size, memid, is_committed, false);
+    return NULL;
+  }
   mi_atomic_store_release(&segment->thread_id, _mi_thread_id());
-  _mi_segment_map_allocated_at(segment);
   mi_segments_track_size((long)segment_size, tld);
   mi_stat_increase(&_mi_segments_tld_stats(tld), segments, 1);
   if (guards_in_place) segment->guarded = true;   // (the header was cleared above)
@@ -700,13 +713,17 @@ static void mi_segment_os_free(mi_segment_t* segment, bool purge_now, mi_stats_t
     if (bsize <= MI_HUGE_OBJ_SIZE_MAX) mi_stat_decrease(stats, huge, bsize);
     else mi_stat_decrease(stats, giant, bsize);
   }
-  // reset pages go back as plain region memory (the region purges it later);
+  // purged pages go back as plain region memory (the region purges it later);
   // a segment that committed page by page is made whole, so its memory goes
   // back fully committed and the next user commits nothing
+  if (segment->huge_purged) {   // counted (statistics row `reset`) by the thread that purged it
+    mi_page_unpurge_stat(segment, &segment->pages[0]);
+    segment->huge_purged = false;
+  }
   bool whole = segment->mem_is_committed;
   for (size_t i = 0; i < segment->capacity; i++) {
     mi_page_t* page = &segment->pages[i];
-    if (page->is_reset) { mi_page_unreset_stat(segment, page); page->is_reset = false; }
+    if (page->is_purged) { mi_page_unpurge_stat(segment, page); page->is_purged = false; }
     if (!page->is_committed) whole = false;
   }
   if (!whole) {
@@ -728,12 +745,10 @@ static void mi_segment_os_free(mi_segment_t* segment, bool purge_now, mi_stats_t
                   purge_now || mi_option_get(mi_option_segment_reset) != 0);
 }
 
-static void mi_segment_huge_fresh_free(mi_segment_t* segment);
-
 static void mi_segment_free(mi_segment_t* segment, bool force, mi_segments_tld_t* tld) {
   mi_assert_internal(segment->used == 0);
   if (segment->page_kind == MI_PAGE_HUGE) mi_segment_huge_fresh_free(segment);
-  // the unused pages' pending resets are dropped: the region purges the whole
+  // the unused pages' pending purges are dropped: the region purges the whole
   // segment after its own delay (or now, when forced)
   mi_segment_purge_clear(segment, tld);
   mi_segment_remove_from_free_queue(segment, tld);
@@ -757,7 +772,7 @@ static bool mi_segment_page_claim(mi_segment_t* segment, mi_page_t* page, mi_seg
   mi_assert_internal(_mi_page_segment(page) == segment);
   mi_assert_internal(!page->segment_in_use);
   mi_segment_purge_cancel(segment, page, tld);   // claimed before its purge: no system call
-  if (!mi_page_unreset(segment, page)) return false;
+  if (!mi_page_unpurge(segment, page)) return false;
   mi_segment_page_guard(segment, page);
   page->used = 0;
   page->segment_in_use = true;
@@ -789,7 +804,7 @@ static mi_page_t* mi_segment_find_free(mi_segment_t* segment, mi_segments_tld_t*
   return NULL;
 }
 
-// Clear a page that is no longer used and queue it for a delayed reset.
+// Clear a page that is no longer used and queue it for a delayed purge.
 static void mi_segment_page_clear(mi_segment_t* segment, mi_page_t* page, mi_segments_tld_t* tld) {
   mi_assert_internal(page->segment_in_use);
   mi_assert_internal(mi_page_all_free(page));
@@ -838,12 +853,13 @@ void _mi_segment_page_free(mi_page_t* page, bool force, mi_segments_tld_t* tld) 
 // segments, its abandoned bit. Its pending purges go to the process-wide sweep.
 static void mi_segment_mark_abandoned(mi_segment_t* segment) {
   mi_atomic_store_release(&segment->thread_id, 0);
-  if (segment->memid.region_idx > 0 && segment->page_kind != MI_PAGE_HUGE) {
+  if (mi_segment_in_abandoned_set(segment)) {
     mi_abandoned_sweep_note(segment->purge_expire);
-    _mi_region_abandon(segment);   // findable by the reclaim scan
+    _mi_abandoned_push(segment);   // findable by the reclaim scan
   }
   // else: claimed by whoever frees into it (CAS on thread_id; see
-  // _mi_segment_huge_page_free and _mi_segment_reclaim_on_free)
+  // _mi_segment_huge_page_free, _mi_segment_reclaim_on_free and
+  // _mi_segment_await_abandon)
 }
 
 static void mi_segment_abandon(mi_segment_t* segment, mi_segments_tld_t* tld) {
@@ -865,11 +881,11 @@ static void mi_segment_abandon(mi_segment_t* segment, mi_segments_tld_t* tld) {
     // nobody uses these pages until the segment is reclaimed, which the next
     // thread does at once or not for a while: purge them after a quarter of
     // the delay (measured, mstressN: peak RSS 56-62 -> 46-51 MiB, ~10% more faults)
-    const int64_t cap = _mi_prim_clock_now() + mi_purge_delay() / 4;
+    const int64_t cap = _mi_prim_clock_now() + _mi_purge_delay() / 4;
     if (segment->purge_expire > cap) segment->purge_expire = cap;
     for (uint64_t m = segment->purge_mask; m != 0; m &= m - 1) {
       mi_page_t* page = &segment->pages[mi_ctz(m)];
-      if ((int32_t)(page->used - (uint32_t)cap) > 0) page->used = (uint32_t)cap;
+      if (page->purge_expire > cap) page->purge_expire = cap;
     }
   }
   mi_segment_remove_from_free_queue(segment, tld);
@@ -897,8 +913,8 @@ void _mi_segment_page_abandon(mi_page_t* page, mi_segments_tld_t* tld) {
 // Take ownership of an abandoned segment (the token is the bitmap bit for
 // region segments, else the owner id).
 static bool mi_segment_claim(mi_segment_t* segment) {
-  if (segment->memid.region_idx > 0 && segment->page_kind != MI_PAGE_HUGE) {
-    if (!_mi_region_claim_abandoned(segment)) return false;
+  if (mi_segment_in_abandoned_set(segment)) {
+    if (!_mi_abandoned_claim(segment)) return false;
     mi_atomic_store_release(&segment->thread_id, _mi_thread_id());
     return true;
   }
@@ -973,12 +989,12 @@ static mi_segment_t* mi_segment_reclaim(mi_segment_t* segment, mi_heap_t* heap, 
   return segment;
 }
 
-// Free into an abandoned segment that is in no abandoned bitmap (mapped
+// Free into an abandoned segment that is not in the abandoned set (mapped
 // straight from the OS because no region could be had): neither the reclaim
 // scan nor the abandoned sweep can find it, so the freeing thread claims it
 // and reclaims it into its backing heap. Bounded: one segment's page descriptors.
 bool _mi_segment_reclaim_on_free(mi_segment_t* segment, mi_heap_t* heap) {
-  mi_assert_internal(segment->memid.region_idx == 0 && segment->page_kind != MI_PAGE_HUGE);
+  mi_assert_internal(!mi_segment_in_abandoned_set(segment) && segment->page_kind != MI_PAGE_HUGE);
   if (!mi_heap_is_initialized(heap)) return false;
   mi_heap_t* backing = heap->tld->heap_backing;
   if (!mi_segment_claim(segment)) return false;
@@ -1007,15 +1023,64 @@ void _mi_segment_huge_page_free(mi_segment_t* segment, mi_page_t* page, mi_block
   mi_segment_os_free(segment, false, NULL);
 }
 
+// A huge block freed by another thread while its owner lives goes back to the
+// owner through the owner heap's delayed list, and the owner gives the
+// segment back at its next slow path, which may be far off (a thread blocked
+// in a read). So the freeing thread purges the block's memory before it
+// hands the block over: the resident set drops at once, and only the address
+// range waits for the owner. (1.6 abandoned huge segments at allocation, so
+// that any thread freed them at once; ours stay owned by their heap, so that
+// heap visiting, mi_heap_destroy and mi_heap_contains_block see them.)
+void _mi_segment_huge_page_purge(mi_segment_t* segment, mi_page_t* page, mi_block_t* block) {
+  mi_assert_internal(segment->page_kind == MI_PAGE_HUGE && page == &segment->pages[0]);
+  if (segment->mem_is_fixed) return;
+  mi_segment_huge_fresh_free(segment);   // a probe is measured before its memory goes
+  segment->huge_fresh = 0;
+  size_t psize;
+  uint8_t* start = _mi_segment_page_start(segment, page, 0, &psize, NULL);
+  segment->huge_purged = _mi_os_purge(start, psize);
+  #if (MI_PADDING > 0)
+  // the block's trailer says "free" again (a second free is then reported as one)
+  if (segment->huge_purged) mi_trailer_set_free(page, block, mi_page_usable_block_size(page));
+  #else
+  (void)block;
+  #endif
+}
+
+// A thread frees a block into a segment outside the abandoned set (huge, or
+// mapped straight from the OS) whose owner is abandoning the block's page
+// (MI_NEVER_DELAYED_FREE: the owner thread ends, or deletes its backing
+// heap). A block pushed on the page's thread_free now could land after the
+// owner's last look at the page, and then nobody would ever collect it (no
+// scan finds such segments). So the freeing thread, which still holds its
+// block (the segment cannot go away), waits until the owner lets go of the
+// segment and then frees as into any abandoned segment. A huge segment is let
+// go of as soon as its one page is abandoned; a segment of several pages may
+// stay owned (its thread deleted its backing heap and goes on), so that wait
+// is bounded (`*gave_up`: push after all). Returns the owner id now.
+uintptr_t _mi_segment_await_abandon(const mi_segment_t* segment, uintptr_t owner, bool* gave_up) {
+  mi_assert_internal(!mi_segment_in_abandoned_set(segment) && owner != 0 && owner != MI_THREAD_ID_VANISHED);
+  size_t spins = 0;
+  uintptr_t now;
+  while ((now = mi_atomic_load_acquire(&((mi_segment_t*)segment)->thread_id)) == owner) {
+    if (segment->page_kind != MI_PAGE_HUGE && ++spins > MI_ABANDON_AWAIT_MAX) {
+      *gave_up = true;
+      break;
+    }
+    mi_atomic_yield();
+  }
+  return now;
+}
+
 // Try up to MI_RECLAIM_TRIES abandoned segments for one that serves the request.
 static mi_segment_t* mi_segment_try_reclaim(mi_heap_t* heap, size_t block_size, mi_page_kind_t page_kind,
                                             bool* reclaimed, mi_segments_tld_t* tld) {
   *reclaimed = false;
-  if (_mi_region_abandoned_count() == 0) return NULL;
+  if (_mi_abandoned_count() == 0) return NULL;
   mi_heap_t* backing = heap->tld->heap_backing;
   mi_segment_t* segment;
   int max_tries = MI_RECLAIM_TRIES;
-  while (max_tries-- > 0 && (segment = _mi_region_next_abandoned(&tld->reclaim_cursor)) != NULL) {
+  while (max_tries-- > 0 && (segment = _mi_abandoned_next(&tld->reclaim_cursor)) != NULL) {
     mi_atomic_store_release(&segment->thread_id, _mi_thread_id());
     segment->abandoned_visits++;
     bool all_pages_free;
@@ -1044,7 +1109,7 @@ void _mi_abandoned_reclaim_all(mi_heap_t* heap, mi_segments_tld_t* tld) {
   mi_heap_t* backing = heap->tld->heap_backing;
   size_t cursor = 0;
   mi_segment_t* segment;
-  while ((segment = _mi_region_next_abandoned(&cursor)) != NULL) {
+  while ((segment = _mi_abandoned_next(&cursor)) != NULL) {
     mi_atomic_store_release(&segment->thread_id, _mi_thread_id());
     mi_segment_reclaim(segment, backing, 0, NULL, tld);
   }
@@ -1189,16 +1254,23 @@ mi_segment_t* _mi_segment_of_unit_aligned(const void* p) {
 // After fork: only the forking thread exists in the child
 // ---------------------------------------------------------------------------
 
-// A segment of a thread that does not exist in the child may be half-way
-// through an update (that thread was running when fork() copied memory), so
-// the child must never reuse it: it gets an owner id no thread can have, so a
-// new thread that inherits the vanished thread's stack (and so its thread id)
-// cannot mistake it for its own, and nobody reclaims it. Frees into it are
-// remote frees that are never collected: the child leaks that memory, which
-// 1.6 did too. Nothing is written but the owner id (few copy-on-write faults).
-// A page of the forking thread that a vanished thread left in DELAYED_FREEING
-// goes back to USE_DELAYED_FREE.
-static void mi_segment_fork_child(mi_segment_t* segment) {
+// Every segment is visited (through the segment map: those in regions, huge
+// ones and those mapped straight from the OS alike). A segment of a thread
+// that does not exist in the child may be half-way through an update (that
+// thread was running when fork() copied memory), so the child must never
+// reuse it: it gets an owner id no thread can have, so a new thread that
+// inherits the vanished thread's stack (and so its thread id) cannot mistake
+// it for its own, and nobody reclaims it. Frees into it are remote frees that
+// are never collected: the child leaks that memory, which 1.6 did too.
+// Abandoned segments in regions get that id as well (a vanished thread may
+// have cleared a segment's abandoned bit without storing its own id yet);
+// an abandoned segment outside the regions is claimed by a CAS of its owner
+// id from 0, which no vanished thread completed if the id is still 0, so it
+// stays abandoned and the child frees into it normally. Nothing is written
+// but the owner id (few copy-on-write faults). A page of the forking thread
+// that a vanished thread left in DELAYED_FREEING goes back to USE_DELAYED_FREE.
+static void mi_segment_fork_child(mi_segment_t* segment, void* arg) {
+  (void)arg;
   const uintptr_t owner = mi_atomic_load_relaxed(&segment->thread_id);
   if (owner == _mi_thread_id()) {
     for (size_t i = 0; i < segment->capacity; i++) {
@@ -1210,14 +1282,13 @@ static void mi_segment_fork_child(mi_segment_t* segment) {
       }
     }
   }
-  else if (owner != MI_THREAD_ID_VANISHED) {
-    // also abandoned ones: a thread may have been claiming one at the fork
+  else if (owner != MI_THREAD_ID_VANISHED && (owner != 0 || mi_segment_in_abandoned_set(segment))) {
     mi_atomic_store_release(&segment->thread_id, MI_THREAD_ID_VANISHED);
   }
 }
 
 void _mi_segments_fork_child(void) {
-  _mi_region_visit_segments(&mi_segment_fork_child);
+  _mi_segment_map_visit(&mi_segment_fork_child, NULL);
 }
 
 // Is p inside one of our segments? Constant time through the segment map; a

@@ -12,13 +12,17 @@
   See docs/design.md ("Statistics").
 
   Printing formats into a stack buffer and delivers one line per call to the
-  output function; it never allocates.
+  output function; it never allocates. One table of rows (name, label, kind,
+  place in mi_stats_t and in the public mi_stats_snapshot_t) drives the text
+  table, mi_stats_get and the JSON (mi_stats_get_json, show_stats=json, and
+  the snapshots appended to stats_file every stats_interval ms by a thread
+  of its own); docs/observability.md documents every JSON field.
 -----------------------------------------------------------------------------*/
 #include "mimalloc-internal.h"
 #include "prim/prim.h"
 
 #include <stdio.h>    // snprintf
-#include <sys/resource.h>
+#include <stdarg.h>
 
 mi_stats_t _mi_stats_main;
 
@@ -171,6 +175,55 @@ void mi_stats_merge(void) mi_attr_noexcept {
 }
 
 // ---------------------------------------------------------------------------
+// The rows: one table serves the text table, mi_stats_get and the JSON
+// ---------------------------------------------------------------------------
+
+typedef enum mi_row_kind_e {
+  MI_ROW_BYTES,     // a mi_stat_count_t of bytes
+  MI_ROW_COUNT,     // a mi_stat_count_t of things (segments, pages, threads)
+  MI_ROW_EVENTS,    // a mi_stat_counter_t: events and the sum of their amounts
+  MI_ROW_AVERAGE,   // the same, printed as the average amount per event
+} mi_row_kind_t;
+
+typedef struct mi_stat_row_s {
+  const char*   name;       // field name in mi_stats_snapshot_t and in the JSON
+  const char*   label;      // label in the text table (NULL: not in its main part)
+  mi_row_kind_t kind;
+  size_t        internal;   // offset in mi_stats_t
+  size_t        snapshot;   // offset in mi_stats_snapshot_t
+} mi_stat_row_t;
+
+#define MI_ROW(field, label, kind)  { #field, label, kind, offsetof(mi_stats_t, field), offsetof(mi_stats_snapshot_t, field) }
+
+// In the order of the text table; then the rows it prints elsewhere or not at all.
+static const mi_stat_row_t mi_stat_rows[] = {
+  MI_ROW(reserved, "reserved", MI_ROW_BYTES),
+  MI_ROW(committed, "committed", MI_ROW_BYTES),
+  MI_ROW(reset, "reset", MI_ROW_BYTES),
+  MI_ROW(touched, "touched", MI_ROW_BYTES),
+  MI_ROW(segments, "segments", MI_ROW_COUNT),
+  MI_ROW(segments_abandoned, "-abandoned", MI_ROW_COUNT),
+  MI_ROW(segments_cached, "-cached", MI_ROW_COUNT),
+  MI_ROW(pages, "pages", MI_ROW_COUNT),
+  MI_ROW(pages_abandoned, "-abandoned", MI_ROW_COUNT),
+  MI_ROW(pages_extended, "-extended", MI_ROW_EVENTS),
+  MI_ROW(page_no_retire, "-noretire", MI_ROW_EVENTS),
+  MI_ROW(mmap_calls, "mmaps", MI_ROW_EVENTS),
+  MI_ROW(commit_calls, "commits", MI_ROW_EVENTS),
+  MI_ROW(threads, "threads", MI_ROW_COUNT),
+  MI_ROW(searches, "searches", MI_ROW_AVERAGE),
+  MI_ROW(huge, NULL, MI_ROW_BYTES),
+  MI_ROW(giant, NULL, MI_ROW_BYTES),
+  MI_ROW(normal, NULL, MI_ROW_BYTES),
+  MI_ROW(malloc, NULL, MI_ROW_BYTES),
+  MI_ROW(normal_count, NULL, MI_ROW_EVENTS),
+  MI_ROW(huge_count, NULL, MI_ROW_EVENTS),
+  MI_ROW(giant_count, NULL, MI_ROW_EVENTS),
+};
+#define MI_STAT_ROWS  (sizeof(mi_stat_rows) / sizeof(mi_stat_rows[0]))
+_Static_assert(MI_STATS_BINS == MI_BIN_HUGE + 1, "mi_stats_snapshot_t has a row per size class");
+
+// ---------------------------------------------------------------------------
 // Printing
 // ---------------------------------------------------------------------------
 
@@ -303,21 +356,17 @@ static void mi_stats_print_main(mi_printer_t* p, mi_stats_t* stats) {
   snprintf(mline + strlen(mline), sizeof(mline) - strlen(mline), "\n\n");
   mi_print_line(p, mline);
   #endif
-  mi_stat_print(p, &stats->reserved, "reserved", 1, -1);
-  mi_stat_print(p, &stats->committed, "committed", 1, -1);
-  mi_stat_print(p, &stats->reset, "reset", 1, -1);
-  mi_stat_print(p, &stats->touched, "touched", 1, -1);
-  mi_stat_print(p, &stats->segments, "segments", -1, -1);
-  mi_stat_print(p, &stats->segments_abandoned, "-abandoned", -1, -1);
-  mi_stat_print(p, &stats->segments_cached, "-cached", -1, -1);
-  mi_stat_print(p, &stats->pages, "pages", -1, -1);
-  mi_stat_print(p, &stats->pages_abandoned, "-abandoned", -1, -1);
-  mi_stat_counter_print(p, &stats->pages_extended, "-extended");
-  mi_stat_counter_print(p, &stats->page_no_retire, "-noretire");
-  mi_stat_counter_print(p, &stats->mmap_calls, "mmaps");
-  mi_stat_counter_print(p, &stats->commit_calls, "commits");
-  mi_stat_print(p, &stats->threads, "threads", -1, -1);
-  mi_stat_counter_print_avg(p, &stats->searches, "searches");
+  for (size_t i = 0; i < MI_STAT_ROWS; i++) {
+    const mi_stat_row_t* row = &mi_stat_rows[i];
+    const void* stat = (const uint8_t*)stats + row->internal;
+    if (row->label == NULL) continue;
+    switch (row->kind) {
+      case MI_ROW_BYTES:   mi_stat_print(p, (const mi_stat_count_t*)stat, row->label, 1, -1); break;
+      case MI_ROW_COUNT:   mi_stat_print(p, (const mi_stat_count_t*)stat, row->label, -1, -1); break;
+      case MI_ROW_EVENTS:  mi_stat_counter_print(p, (const mi_stat_counter_t*)stat, row->label); break;
+      case MI_ROW_AVERAGE: mi_stat_counter_print_avg(p, (const mi_stat_counter_t*)stat, row->label); break;
+    }
+  }
   char line[256];
   snprintf(line, sizeof(line), "%10s: %7zu\n", "numa nodes", _mi_prim_numa_node_count());
   mi_print_line(p, line);
@@ -353,8 +402,254 @@ void mi_thread_stats_print_out(mi_output_fun* out, void* arg) mi_attr_noexcept {
   mi_stats_print_main(&p, stats);
 }
 
+// ---------------------------------------------------------------------------
+// Statistics as data: mi_stats_get fills a snapshot from the rows; the JSON
+// is written from a snapshot, through a sink (a buffer, the output channel,
+// or a file), a chunk at a time, without allocating from the heap.
+// ---------------------------------------------------------------------------
+
+static void mi_amount_of(mi_stat_amount_t* to, const mi_stat_count_t* from) {
+  to->current = mi_relaxed((_Atomic(int64_t)*)&from->current);
+  to->peak = mi_relaxed((_Atomic(int64_t)*)&from->peak);
+  to->allocated = mi_relaxed((_Atomic(int64_t)*)&from->allocated);
+  to->freed = mi_relaxed((_Atomic(int64_t)*)&from->freed);
+}
+
+static void mi_stats_snapshot(mi_stats_snapshot_t* st) {
+  mi_stats_merge();
+  memset(st, 0, sizeof(*st));
+  st->version = MI_STATS_VERSION;
+  st->size = sizeof(*st);
+  for (size_t i = 0; i < MI_STAT_ROWS; i++) {
+    const mi_stat_row_t* row = &mi_stat_rows[i];
+    const void* from = (const uint8_t*)&_mi_stats_main + row->internal;
+    void* to = (uint8_t*)st + row->snapshot;
+    if (row->kind == MI_ROW_BYTES || row->kind == MI_ROW_COUNT) {
+      mi_amount_of((mi_stat_amount_t*)to, (const mi_stat_count_t*)from);
+    }
+    else {
+      const mi_stat_counter_t* c = (const mi_stat_counter_t*)from;
+      ((mi_stat_sum_t*)to)->total = mi_relaxed((_Atomic(int64_t)*)&c->total);
+      ((mi_stat_sum_t*)to)->count = mi_relaxed((_Atomic(int64_t)*)&c->count);
+    }
+  }
+  st->per_allocation = (MI_STAT > 1);
+  for (size_t i = 0; i < MI_STATS_BINS; i++) {
+    mi_amount_of(&st->bins[i], &_mi_stats_main.normal_bins[i]);
+    st->bin_block_size[i] = (i < MI_BIN_HUGE ? _mi_bin_size((uint8_t)i) : 0);
+  }
+  mi_process_info(&st->elapsed_msecs, &st->user_msecs, &st->system_msecs, &st->current_rss, &st->peak_rss,
+                  &st->current_commit, &st->peak_commit, &st->page_faults);
+  st->numa_nodes = _mi_prim_numa_node_count();
+  const long sample = mi_option_get(mi_option_prof_sample);
+  st->prof_sample = (size_t)(sample > 0 ? sample : 0);
+  st->prof_live_samples = _mi_prof_live_samples();
+}
+
+void mi_stats_get(size_t stats_size, mi_stats_snapshot_t* stats) mi_attr_noexcept {
+  if (stats == NULL || stats_size == 0) return;
+  mi_stats_snapshot_t st;
+  mi_stats_snapshot(&st);
+  // a caller built against another version gets the fields both know
+  st.size = (stats_size < sizeof(st) ? stats_size : sizeof(st));
+  memcpy(stats, &st, st.size);
+}
+
+typedef struct mi_json_s {
+  void (*put)(struct mi_json_s* j, const char* s, size_t n);
+  char*  buf;       // the buffer sink: where to copy, and its size
+  size_t size;
+  size_t len;       // bytes produced so far (also beyond `size`)
+  mi_output_fun* out;   // the output sink
+  void*  arg;
+  char   chunk[512];    // pending output (output sink)
+  size_t chunk_len;
+} mi_json_t;
+
+static void mi_json_put_buffer(mi_json_t* j, const char* s, size_t n) {
+  if (j->len < j->size) {
+    const size_t room = j->size - j->len;
+    memcpy(j->buf + j->len, s, (n < room ? n : room));
+  }
+  j->len += n;
+}
+
+static void mi_json_flush_out(mi_json_t* j) {
+  if (j->chunk_len == 0) return;
+  j->chunk[j->chunk_len] = 0;
+  _mi_fputs(j->out, j->arg, NULL, j->chunk);
+  j->chunk_len = 0;
+}
+
+static void mi_json_put_out(mi_json_t* j, const char* s, size_t n) {
+  for (size_t i = 0; i < n; i++) {
+    if (j->chunk_len + 1 >= sizeof(j->chunk)) mi_json_flush_out(j);
+    j->chunk[j->chunk_len++] = s[i];
+  }
+  j->len += n;
+}
+
+static void mi_json_printf(mi_json_t* j, const char* fmt, ...) {
+  char buf[256];
+  va_list args;
+  va_start(args, fmt);
+  const int n = vsnprintf(buf, sizeof(buf), fmt, args);
+  va_end(args);
+  if (n > 0) j->put(j, buf, ((size_t)n < sizeof(buf) ? (size_t)n : sizeof(buf) - 1));
+}
+
+static void mi_json_amount(mi_json_t* j, const char* name, const char* unit, const mi_stat_amount_t* a, bool last) {
+  mi_json_printf(j, "  \"%s\": {\"unit\": \"%s\", \"current\": %lld, \"peak\": %lld, \"allocated\": %lld, \"freed\": %lld}%s\n",
+                 name, unit, a->current, a->peak, a->allocated, a->freed, (last ? "" : ","));
+}
+
+// The JSON object of a snapshot (docs/observability.md describes every field).
+static void mi_json_write(mi_json_t* j, const mi_stats_snapshot_t* st) {
+  mi_json_printf(j, "{\n  \"version\": %d,\n  \"mimalloc_version\": %d,\n  \"per_allocation\": %s,\n",
+                 st->version, MI_MALLOC_VERSION, (st->per_allocation ? "true" : "false"));
+  for (size_t i = 0; i < MI_STAT_ROWS; i++) {
+    const mi_stat_row_t* row = &mi_stat_rows[i];
+    const void* field = (const uint8_t*)st + row->snapshot;
+    if (row->kind == MI_ROW_BYTES || row->kind == MI_ROW_COUNT) {
+      mi_json_amount(j, row->name, (row->kind == MI_ROW_BYTES ? "bytes" : "count"), (const mi_stat_amount_t*)field, false);
+    }
+    else {
+      const mi_stat_sum_t* sum = (const mi_stat_sum_t*)field;
+      mi_json_printf(j, "  \"%s\": {\"unit\": \"count\", \"total\": %lld, \"count\": %lld},\n", row->name, sum->total, sum->count);
+    }
+  }
+  mi_json_printf(j, "  \"bins\": [");
+  size_t shown = 0;
+  for (size_t i = 0; i < MI_STATS_BINS && st->per_allocation; i++) {
+    const mi_stat_amount_t* b = &st->bins[i];
+    if (b->allocated == 0) continue;
+    mi_json_printf(j, "%s\n    {\"bin\": %zu, \"block_size\": %zu, \"unit\": \"count\", \"current\": %lld, \"peak\": %lld, \"allocated\": %lld, \"freed\": %lld}",
+                   (shown++ == 0 ? "" : ","), i, st->bin_block_size[i], b->current, b->peak, b->allocated, b->freed);
+  }
+  mi_json_printf(j, "%s],\n", (shown > 0 ? "\n  " : ""));
+  mi_json_printf(j, "  \"process\": {\"pid\": %ld, \"elapsed_ms\": %zu, \"user_ms\": %zu, \"system_ms\": %zu, \"current_rss_bytes\": %zu, "
+                 "\"peak_rss_bytes\": %zu, \"current_commit_bytes\": %zu, \"peak_commit_bytes\": %zu, \"page_faults\": %zu, \"numa_nodes\": %zu},\n",
+                 _mi_prim_process_id(), st->elapsed_msecs, st->user_msecs, st->system_msecs, st->current_rss, st->peak_rss,
+                 st->current_commit, st->peak_commit, st->page_faults, st->numa_nodes);
+  mi_json_printf(j, "  \"prof\": {\"sample_bytes\": %zu, \"live_samples\": %zu}\n}\n", st->prof_sample, st->prof_live_samples);
+}
+
+char* mi_stats_get_json(size_t buf_size, char* buf) mi_attr_noexcept {
+  mi_stats_snapshot_t st;
+  mi_stats_snapshot(&st);
+  mi_json_t j;
+  memset(&j, 0, sizeof(j));
+  j.put = &mi_json_put_buffer;
+  if (buf == NULL) {
+    mi_json_write(&j, &st);   // measure, then write into a new block
+    buf_size = j.len + 1;
+    buf = (char*)mi_malloc(buf_size);
+    if (buf == NULL) return NULL;
+    j.len = 0;
+  }
+  else if (buf_size == 0) {
+    errno = ERANGE;
+    return NULL;
+  }
+  j.buf = buf;
+  j.size = buf_size - 1;
+  mi_json_write(&j, &st);
+  if (j.len >= buf_size) {
+    buf[0] = 0;
+    errno = ERANGE;
+    return NULL;
+  }
+  buf[j.len] = 0;
+  return buf;
+}
+
+static void mi_stats_print_json(mi_output_fun* out, void* arg) {
+  mi_stats_snapshot_t st;
+  mi_stats_snapshot(&st);
+  mi_json_t j;
+  memset(&j, 0, sizeof(j));
+  j.put = &mi_json_put_out;
+  j.out = out;
+  j.arg = arg;
+  mi_json_write(&j, &st);
+  mi_json_flush_out(&j);
+}
+
+// MIMALLOC_STATS_FILE with MIMALLOC_STATS_INTERVAL: one JSON object per line
+// (JSON Lines), appended by a thread started at load time that sleeps the
+// interval between snapshots, and once at exit. Where the thread cannot run
+// (it could not be started, or in a forked child, which has no copy of it),
+// whichever thread takes a fresh page after the interval writes it.
+static _Atomic(int64_t) mi_stats_next_write;   // when the next snapshot is due (ms)
+#define MI_STATS_PATH_MAX  1100
+
+static void mi_stats_write_file(void) {
+  char path[MI_STATS_PATH_MAX];
+  if (!_mi_option_path(mi_option_stats_file, path, sizeof(path))) return;
+  mi_stats_snapshot_t st;
+  mi_stats_snapshot(&st);
+  mi_json_t j;
+  memset(&j, 0, sizeof(j));
+  j.put = &mi_json_put_buffer;
+  mi_json_write(&j, &st);   // measure
+  const size_t size = j.len + 1;
+  char* buf = (char*)_mi_os_alloc(size);
+  if (buf == NULL) return;
+  j.buf = buf;
+  j.size = size;
+  j.len = 0;
+  mi_json_write(&j, &st);
+  size_t n = 0;   // one line: drop the newlines
+  for (size_t i = 0; i < j.len; i++) {
+    if (buf[i] != '\n') buf[n++] = buf[i];
+  }
+  buf[n++] = '\n';
+  const int err = _mi_prim_file_write(path, buf, n, true);
+  _mi_os_free(buf, size);
+  if (err != 0) {
+    _mi_warning_message("cannot append statistics to \"%s\" (error %d); no more snapshots are written\n", path, err);
+    mi_atomic_store_relaxed(&mi_stats_next_write, INT64_MAX);
+  }
+}
+
+static bool mi_stats_file_wanted(void) {
+  return (mi_option_get(mi_option_stats_interval) > 0 && _mi_option_text(mi_option_stats_file)[0] != 0);
+}
+
+void _mi_stats_interval_tick(void) {
+  if (mi_likely(!mi_stats_file_wanted())) return;
+  const int64_t now = _mi_prim_clock_now();
+  int64_t due = mi_atomic_load_relaxed(&mi_stats_next_write);
+  if (now < due) return;
+  const int64_t next = now + mi_option_get(mi_option_stats_interval);
+  if (!mi_atomic_cas_strong_acq_rel(&mi_stats_next_write, &due, next)) return;   // another thread writes it
+  mi_stats_write_file();
+}
+
+static void mi_stats_writer(void* arg) {
+  (void)arg;
+  for (;;) {
+    _mi_stats_interval_tick();
+    const int64_t wait = mi_atomic_load_relaxed(&mi_stats_next_write) - _mi_prim_clock_now();
+    if (wait > 0) _mi_prim_sleep(wait < 1000 * 1000 ? wait : 1000 * 1000);
+  }
+}
+
+void _mi_stats_process_init(void) {
+  if (!mi_stats_file_wanted()) return;
+  const int err = _mi_prim_thread_start(&mi_stats_writer, NULL);
+  if (err != 0) _mi_warning_message("cannot start the statistics writer thread (error %d); snapshots are written from allocations\n", err);
+}
+
 void _mi_stats_print_at_exit(void) {
-  if (mi_option_is_enabled(mi_option_show_stats) || mi_option_is_enabled(mi_option_verbose)) {
+  int64_t due = mi_atomic_load_relaxed(&mi_stats_next_write);
+  if (mi_stats_file_wanted() && due != INT64_MAX && mi_atomic_cas_strong_acq_rel(&mi_stats_next_write, &due, INT64_MAX)) {
+    mi_stats_write_file();   // the last snapshot (and the writer thread writes no more)
+  }
+  if (mi_option_get(mi_option_show_stats) == MI_SHOW_STATS_JSON) {
+    mi_stats_print_json(NULL, NULL);
+  }
+  else if (mi_option_is_enabled(mi_option_show_stats) || mi_option_is_enabled(mi_option_verbose)) {
     mi_stats_print_out(NULL, NULL);
   }
 }
@@ -409,21 +704,16 @@ void mi_process_info(size_t* elapsed_msecs, size_t* user_msecs, size_t* system_m
                      size_t* current_rss, size_t* peak_rss,
                      size_t* current_commit, size_t* peak_commit, size_t* page_faults) mi_attr_noexcept {
   const int64_t elapsed = _mi_prim_clock_now() - _mi_clock_start();
-  struct rusage usage;
-  memset(&usage, 0, sizeof(usage));
-  getrusage(RUSAGE_SELF, &usage);
+  mi_prim_process_info_t info;
+  _mi_prim_process_info(&info);
   const int64_t committed = mi_relaxed(&_mi_stats_main.committed.current);
   const int64_t committed_peak = mi_relaxed(&_mi_stats_main.committed.peak);
   if (elapsed_msecs != NULL) *elapsed_msecs = (size_t)(elapsed < 0 ? 0 : elapsed);
-  if (user_msecs != NULL) *user_msecs = (size_t)usage.ru_utime.tv_sec * 1000 + (size_t)usage.ru_utime.tv_usec / 1000;
-  if (system_msecs != NULL) *system_msecs = (size_t)usage.ru_stime.tv_sec * 1000 + (size_t)usage.ru_stime.tv_usec / 1000;
-  // Linux updates ru_maxrss lazily: the current size may be ahead of it
-  const size_t rss = _mi_prim_current_rss();
-  size_t peak = (size_t)usage.ru_maxrss * 1024;   // Linux: KiB
-  if (peak < rss) peak = rss;
-  if (peak_rss != NULL) *peak_rss = peak;
-  if (page_faults != NULL) *page_faults = (size_t)usage.ru_majflt;
-  if (current_rss != NULL) *current_rss = rss;
+  if (user_msecs != NULL) *user_msecs = info.user_msecs;
+  if (system_msecs != NULL) *system_msecs = info.system_msecs;
+  if (peak_rss != NULL) *peak_rss = info.peak_rss;
+  if (page_faults != NULL) *page_faults = info.page_faults;
+  if (current_rss != NULL) *current_rss = info.current_rss;
   if (current_commit != NULL) *current_commit = (size_t)(committed < 0 ? 0 : committed);
   if (peak_commit != NULL) *peak_commit = (size_t)(committed_peak < 0 ? 0 : committed_peak);
 }

@@ -50,6 +50,7 @@
 #define _POSIX_C_SOURCE 200809L   // nanosleep, sysconf
 
 #include <mimalloc.h>
+#include "statm.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -84,24 +85,9 @@
 // Resident set size
 // ---------------------------------------------------------------------------
 
-// Read without stdio: fopen would allocate, possibly from the allocator under test.
 static bool rss_read(size_t* rss) {
-  char buf[256];
-  const int fd = open("/proc/self/statm", O_RDONLY);
-  if (fd < 0) return false;
-  ssize_t n;
-  do { n = read(fd, buf, sizeof(buf) - 1); } while (n < 0 && errno == EINTR);
-  close(fd);
-  if (n <= 0) return false;
-  buf[n] = 0;
-  // fields: size resident shared text lib data dt (in pages)
-  char* end;
-  (void)strtoull(buf, &end, 10);
-  const unsigned long long resident = strtoull(end, &end, 10);
-  const long page = sysconf(_SC_PAGESIZE);
-  if (page <= 0) return false;
-  *rss = (size_t)resident * (size_t)page;
-  return true;
+  size_t vsize;
+  return statm_read(&vsize, rss);
 }
 
 static size_t rss_now(void) {

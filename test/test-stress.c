@@ -21,6 +21,15 @@
     thread with that index inherits -- and eventually frees -- everything its
     predecessor left, and objects in the transfer array outlive whole rounds.
     About a quarter of the threads end with an explicit mi_thread_done().
+  * Heaps (mi_heap_new): every thread keeps one of its own heaps and serves
+    about one allocation in eight from it (and, for a while, every plain
+    one, after mi_heap_set_default); those blocks travel like any other.
+    Every few thousand operations the thread deletes the heap -- while
+    other threads may be freeing its blocks -- and starts a new one; the
+    blocks live on in the backing heap. A scratch heap whose blocks are never
+    shared is filled, thinned out, verified and destroyed (mi_heap_destroy),
+    and the thread's other blocks must be untouched. Threads end with their
+    heap deleted, or still live (thread exit deletes it).
 
   Content checks. Every block is stamped over its whole size with a pattern
   derived from (pointer, size, allocation id): word 0 is a header encoding
@@ -224,6 +233,8 @@ typedef struct counters_s {
   uint64_t xthread_frees;  // ... of blocks allocated by another thread
   uint64_t orphan_frees;   // ... of blocks allocated by a thread of an earlier round
   uint64_t transfers;      // exchanges with the transfer array
+  uint64_t heap_deletes;   // mi_heap_delete of a heap whose blocks live on
+  uint64_t heap_destroys;  // mi_heap_destroy of a scratch heap
 } counters_t;
 
 typedef struct thread_s {
@@ -236,6 +247,7 @@ typedef struct thread_s {
   uint64_t   rng;
   uint64_t   deadline_ns;
   bool       call_thread_done;
+  mi_heap_t* heap;               // this thread's own heap (mi_heap_new), or NULL
   counters_t c;
 } thread_t;
 
@@ -398,35 +410,40 @@ static uint32_t next_id(thread_t* t) {
   return (t->serial << 16) | (t->counter & 0xFFFF);
 }
 
-static void obj_alloc(thread_t* t, obj_t* o) {
-  const size_t size = pick_size(t);
-  const uint64_t r = rnd(t);
+// Allocate `size` bytes through one of the entry points (chosen by `r`), from
+// `heap` (its mi_heap_ form) or, if NULL, from the default heap.
+static void obj_alloc_in(thread_t* t, obj_t* o, mi_heap_t* heap, size_t size, uint64_t r) {
   const unsigned api = (unsigned)(r % 100);
   size_t alignment = 0;
   bool zeroed = false;
   const char* name;
   void* p;
-  if (api < 50)      { name = "mi_malloc"; p = mi_malloc(size); }
-  else if (api < 58) { name = "mi_zalloc"; zeroed = true; p = mi_zalloc(size); }
+  if (api < 50)      { name = "mi_malloc"; p = (heap ? mi_heap_malloc(heap, size) : mi_malloc(size)); }
+  else if (api < 58) { name = "mi_zalloc"; zeroed = true; p = (heap ? mi_heap_zalloc(heap, size) : mi_zalloc(size)); }
   else if (api < 66) {
     // calloc(count, elem) with count * elem == size
     static const size_t elems[] = { 1, 2, 4, 8, 16, 24, 40 };
     size_t elem = elems[(r >> 8) % (sizeof(elems) / sizeof(elems[0]))];
     if (size % elem != 0) elem = 1;
+    const size_t count = ((r >> 16) & 1) ? size / elem : elem;
     name = "mi_calloc"; zeroed = true;
-    p = ((r >> 16) & 1) ? mi_calloc(size / elem, elem) : mi_calloc(elem, size / elem);
+    p = (heap ? mi_heap_calloc(heap, count, size / count) : mi_calloc(count, size / count));
   }
   else if (api < 76) {
     alignment = (size_t)1 << (3 + (r >> 8) % 10);                  // 8 .. 4 KiB
     if (((r >> 16) % 64) == 0) alignment = (size_t)1 << (13 + (r >> 24) % 8);  // 8 KiB .. 1 MiB, rarely
-    name = "mi_malloc_aligned"; p = mi_malloc_aligned(size, alignment);
+    name = "mi_malloc_aligned";
+    p = (heap ? mi_heap_malloc_aligned(heap, size, alignment) : mi_malloc_aligned(size, alignment));
   }
   else if (api < 80) {
     alignment = (size_t)1 << (3 + (r >> 8) % 10);
-    name = "mi_zalloc_aligned"; zeroed = true; p = mi_zalloc_aligned(size, alignment);
+    name = "mi_zalloc_aligned"; zeroed = true;
+    p = (heap ? mi_heap_zalloc_aligned(heap, size, alignment) : mi_zalloc_aligned(size, alignment));
   }
-  else if (api < 90 && size <= MI_SMALL_SIZE_MAX) { name = "mi_malloc_small"; p = mi_malloc_small(size); }
-  else               { name = "mi_realloc(NULL)"; p = mi_realloc(NULL, size); }
+  else if (api < 90 && size <= MI_SMALL_SIZE_MAX) {
+    name = "mi_malloc_small"; p = (heap ? mi_heap_malloc_small(heap, size) : mi_malloc_small(size));
+  }
+  else { name = "mi_realloc(NULL)"; p = (heap ? mi_heap_realloc(heap, NULL, size) : mi_realloc(NULL, size)); }
 
   o->p = (uint8_t*)p;
   o->size = (uint32_t)size;
@@ -438,8 +455,16 @@ static void obj_alloc(thread_t* t, obj_t* o) {
     fail(t, msg, o, SIZE_MAX, NULL);
   }
   check_fresh(t, o, alignment, zeroed, name);
+  if (heap != NULL && !mi_heap_contains_block(heap, p)) fail(t, "a block is not in the heap it came from", o, SIZE_MAX, NULL);
   obj_stamp(o->p, size, o->id);
   t->c.allocs++;
+}
+
+// One allocation in eight comes from the thread's own heap (if it has one).
+static void obj_alloc(thread_t* t, obj_t* o) {
+  const size_t size = pick_size(t);
+  const uint64_t r = rnd(t);
+  obj_alloc_in(t, o, (((r >> 40) & 7) == 0 ? t->heap : NULL), size, r);
 }
 
 static void obj_free(thread_t* t, obj_t* o) {
@@ -532,11 +557,79 @@ static void obj_transfer(thread_t* t, obj_t* o) {
 }
 
 // ---------------------------------------------------------------------------
+// Heaps
+// ---------------------------------------------------------------------------
+
+#define SCRATCH_OBJS 48
+
+// A heap whose blocks never leave this thread: filled, thinned out (freed and
+// reallocated), verified, then destroyed at once with everything still in it.
+static void scratch_heap_destroy(thread_t* t) {
+  mi_heap_t* scratch = mi_heap_new();
+  if (scratch == NULL) fail(t, "mi_heap_new returned NULL", NULL, SIZE_MAX, NULL);
+  obj_t objs[SCRATCH_OBJS];
+  for (size_t i = 0; i < SCRATCH_OBJS; i++) {
+    const size_t size = ((i % 16) == 15 ? pick_size(t) : pick_small(t));
+    obj_alloc_in(t, &objs[i], scratch, size, rnd(t));
+  }
+  for (size_t i = 0; i < SCRATCH_OBJS; i += 3) {
+    obj_t* o = &objs[i];
+    verify(t, o, "in a scratch heap");
+    if ((i % 2) == 0) { obj_free(t, o); continue; }
+    const size_t newsize = pick_small(t);
+    uint8_t* q = (uint8_t*)mi_heap_realloc(scratch, o->p, newsize);
+    if (q == NULL) fail(t, "mi_heap_realloc returned NULL", o, SIZE_MAX, NULL);
+    const size_t kept = (newsize < o->size ? newsize : o->size);
+    const size_t bad = obj_find_damage(q, kept, o->p, o->size, o->id);
+    if (bad != SIZE_MAX) fail(t, "mi_heap_realloc did not preserve the contents", o, bad, q);
+    budget_return(o->size);
+    o->p = q;
+    o->size = (uint32_t)newsize;
+    o->id = next_id(t);
+    o->zero_tail = false;
+    obj_stamp(o->p, newsize, o->id);
+  }
+  for (size_t i = 0; i < SCRATCH_OBJS; i++) {
+    obj_t* o = &objs[i];
+    if (o->p == NULL) continue;
+    verify(t, o, "before mi_heap_destroy");
+    if (!mi_heap_contains_block(scratch, o->p)) fail(t, "a scratch block is not in its heap", o, SIZE_MAX, NULL);
+    budget_return(o->size);
+    note_free(t, o->id);
+  }
+  mi_heap_destroy(scratch);
+  t->c.heap_destroys++;
+  // the thread's own blocks are untouched
+  for (size_t i = 0; i < LOCAL_SLOTS; i += 7) {
+    if (t->local[i].p != NULL) verify(t, &t->local[i], "after a mi_heap_destroy of another heap");
+  }
+}
+
+// Every few thousand operations: delete the thread's heap (other threads may be
+// freeing its blocks right now; they live on in the backing heap) and start a
+// new one, switch the default heap, and now and then destroy a scratch heap.
+static void heap_churn(thread_t* t) {
+  const uint64_t r = rnd(t);
+  if (t->heap != NULL && (r & 1) != 0) {
+    mi_heap_delete(t->heap);   // (if it was the default, the backing heap is again)
+    t->heap = NULL;
+    t->c.heap_deletes++;
+  }
+  if (t->heap == NULL) {
+    t->heap = mi_heap_new();
+    if (t->heap == NULL) fail(t, "mi_heap_new returned NULL", NULL, SIZE_MAX, NULL);
+  }
+  if (((r >> 1) & 3) == 0) mi_heap_set_default(((r >> 3) & 1) ? t->heap : mi_heap_get_backing());
+  if (((r >> 4) & 3) == 0) scratch_heap_destroy(t);
+}
+
+// ---------------------------------------------------------------------------
 // Worker threads
 // ---------------------------------------------------------------------------
 
 static void* worker(void* arg) {
   thread_t* t = (thread_t*)arg;
+  if ((rnd(t) & 1) != 0) heap_churn(t);   // half of the threads start with a heap of their own
   for (uint64_t iter = 0; ; iter++) {
     if ((iter % CLOCK_CHECK) == 0 && now_ns() >= t->deadline_ns) break;
     const uint64_t r = rnd(t);
@@ -551,6 +644,7 @@ static void* worker(void* arg) {
     else if (op < 80) obj_transfer(t, o);
     else { obj_free(t, o); obj_alloc(t, o); }
     if ((r >> 47) == 0) mi_collect(false);   // about once per 128K operations
+    else if (((r >> 12) & 0xFFF) == 0xFFF) heap_churn(t);   // about once per 4K operations
   }
   // Leave the next generation a mix of full and thinned-out arrays.
   if ((rnd(t) % 4) == 0) {
@@ -558,6 +652,9 @@ static void* worker(void* arg) {
       if (t->local[i].p != NULL) obj_free(t, &t->local[i]);
     }
   }
+  // the thread's heap: deleted now, or left to the thread's exit
+  if (t->heap != NULL && (rnd(t) & 1) != 0) mi_heap_delete(t->heap);
+  t->heap = NULL;
   if (t->call_thread_done) mi_thread_done();   // no allocation after this point
   return NULL;
 }
@@ -582,6 +679,8 @@ static void add_counters(counters_t* sum, const counters_t* c) {
   sum->xthread_frees += c->xthread_frees;
   sum->orphan_frees  += c->orphan_frees;
   sum->transfers     += c->transfers;
+  sum->heap_deletes  += c->heap_deletes;
+  sum->heap_destroys += c->heap_destroys;
 }
 
 int main(int argc, char** argv) {
@@ -670,9 +769,11 @@ int main(int argc, char** argv) {
 
   printf("mimalloc-test-stress: OK: threads %u, seconds %.2f, seed 0x%" PRIx64 ", rounds %u, "
          "allocations %" PRIu64 ", reallocs %" PRIu64 ", frees %" PRIu64 ", cross-thread frees %" PRIu64
-         " (%" PRIu64 " from exited threads), transfers %" PRIu64 ", peak live >1KiB %.1f MiB\n",
+         " (%" PRIu64 " from exited threads), transfers %" PRIu64 ", heaps deleted %" PRIu64 ", destroyed %" PRIu64
+         ", peak live >1KiB %.1f MiB\n",
          nthreads, elapsed, seed, rounds, total.allocs, total.reallocs, total.frees, total.xthread_frees,
-         total.orphan_frees, total.transfers, (double)atomic_load(&live_counted_peak) / (double)MiB);
+         total.orphan_frees, total.transfers, total.heap_deletes, total.heap_destroys,
+         (double)atomic_load(&live_counted_peak) / (double)MiB);
   free(main_td);
   free(tds);
   return 0;

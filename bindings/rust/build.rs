@@ -38,6 +38,9 @@ fn main() {
     if env::var("CARGO_CFG_TARGET_OS").map(|os| os != "macos").unwrap_or(true) {
         println!("cargo:rustc-link-lib=pthread");
     }
+    if env::var("CARGO_CFG_TARGET_OS").map(|os| os == "linux").unwrap_or(false) {
+        println!("cargo:rustc-link-lib=dl");   // dladdr1 (the heap profiler); in libc itself since glibc 2.34
+    }
     println!("cargo:include={}", include.display());
     println!("cargo:rerun-if-changed={}", src.display());
     println!("cargo:rerun-if-changed={}", include.display());

@@ -47,9 +47,6 @@ int _mi_prim_purge(void* addr, size_t size);
 // Protect (no access) or unprotect (read/write) a range: used for guard pages.
 int _mi_prim_protect(void* addr, size_t size, bool protect);
 
-// Ask for transparent huge pages on a range (best effort, may do nothing).
-int _mi_prim_hint_huge(void* addr, size_t size);
-
 // Fault in a range of accessible memory for writing in one call, as if every
 // page had been written (fresh pages read as zero). ENOSYS where the OS has no
 // such call (the caller then leaves the pages to fault on first touch).
@@ -91,11 +88,52 @@ void _mi_prim_out_stderr_keep(void);
 // readable without allocating, or NULL while it is not available yet.
 const char* const* _mi_prim_environ(void);
 
-// The resident set size of the process in bytes (0 if unknown).
-size_t _mi_prim_current_rss(void);
+// What the OS knows of the process (0 where it cannot tell): CPU time in
+// user and system mode, the resident set size now and at its peak (never
+// below the current one), and the page faults that needed I/O.
+typedef struct mi_prim_process_info_s {
+  size_t user_msecs;
+  size_t system_msecs;
+  size_t current_rss;
+  size_t peak_rss;
+  size_t page_faults;
+} mi_prim_process_info_t;
+void _mi_prim_process_info(mi_prim_process_info_t* info);
 
-// Number of NUMA nodes and the node of the calling thread.
+// The process id.
+long _mi_prim_process_id(void);
+
+// Start a detached thread that runs fn(arg), with all signals blocked.
+// Returns 0 or an errno value. Sleep the calling thread for `msecs`.
+int  _mi_prim_thread_start(void (*fn)(void*), void* arg);
+void _mi_prim_sleep(int64_t msecs);
+
+// Write `size` bytes to the file `path`: created or truncated, or appended to
+// with `append`. Returns 0 or an errno value.
+int _mi_prim_file_write(const char* path, const void* data, size_t size, bool append);
+
+// The return addresses of the calling thread's stack, innermost first, at
+// most `max`; returns how many. Does not allocate once
+// _mi_prim_backtrace_init ran (which may: call it where malloc is allowed).
+void   _mi_prim_backtrace_init(void);
+size_t _mi_prim_backtrace(void** frames, size_t max);
+
+// Visit the file-backed executable mappings of the process (Linux:
+// /proc/self/maps) without allocating: start and end address, the offset in
+// the file, the file's path. The visitor returns false to stop. Returns 0 or
+// an errno value (ENOSYS where the OS cannot tell).
+typedef bool (mi_prim_mapping_fun)(uintptr_t start, uintptr_t end, uintptr_t offset, const char* path, void* arg);
+int _mi_prim_visit_mappings(mi_prim_mapping_fun* visit, void* arg);
+
+// The path of the program's executable file into `buf`; false if unknown.
+bool _mi_prim_executable_path(char* buf, size_t size);
+
+// The name of the function whose code contains `addr`, from the dynamic
+// symbol tables of the loaded objects (exported functions only); false if
+// there is none. Takes the dynamic loader's lock: not for use inside malloc.
+bool _mi_prim_symbol_name(const void* addr, char* buf, size_t size);
+
+// Number of NUMA nodes (for the statistics).
 size_t _mi_prim_numa_node_count(void);
-size_t _mi_prim_numa_node(void);
 
 #endif

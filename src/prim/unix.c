@@ -20,6 +20,7 @@
 #include "prim.h"
 
 #include <sys/mman.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -28,6 +29,12 @@
 #include <pthread.h>
 #include <string.h>
 #include <time.h>
+#include <signal.h>
+#include <dlfcn.h>      // dladdr1
+#include <link.h>       // ElfW
+#if defined(__GLIBC__)
+#include <execinfo.h>   // backtrace
+#endif
 
 #if defined(__linux__)
 #include <sys/random.h>
@@ -120,15 +127,6 @@ int _mi_prim_purge(void* addr, size_t size) {
 int _mi_prim_protect(void* addr, size_t size, bool protect) {
   const int saved = errno;
   return unix_result(mprotect(addr, size, protect ? PROT_NONE : (PROT_READ | PROT_WRITE)) == -1, saved);
-}
-
-int _mi_prim_hint_huge(void* addr, size_t size) {
-  #if defined(MADV_HUGEPAGE)
-  const int saved = errno;
-  return unix_result(madvise(addr, size, MADV_HUGEPAGE) == -1, saved);
-  #else
-  (void)addr; (void)size; return 0;
-  #endif
 }
 
 int _mi_prim_populate(void* addr, size_t size) {
@@ -255,7 +253,7 @@ const char* const* _mi_prim_environ(void) {
   return (const char* const*)environ;
 }
 
-size_t _mi_prim_current_rss(void) {
+static size_t unix_current_rss(void) {
   int fd = open("/proc/self/statm", O_RDONLY | O_CLOEXEC);
   if (fd < 0) return 0;
   char buf[128];
@@ -271,6 +269,186 @@ size_t _mi_prim_current_rss(void) {
   while (*s >= '0' && *s <= '9') { pages = pages * 10 + (size_t)(*s - '0'); s++; }
   long psize = sysconf(_SC_PAGESIZE);
   return pages * (size_t)(psize > 0 ? psize : 4096);
+}
+
+void _mi_prim_process_info(mi_prim_process_info_t* info) {
+  struct rusage usage;
+  memset(&usage, 0, sizeof(usage));
+  getrusage(RUSAGE_SELF, &usage);
+  info->user_msecs = (size_t)usage.ru_utime.tv_sec * 1000 + (size_t)usage.ru_utime.tv_usec / 1000;
+  info->system_msecs = (size_t)usage.ru_stime.tv_sec * 1000 + (size_t)usage.ru_stime.tv_usec / 1000;
+  info->current_rss = unix_current_rss();
+  info->peak_rss = (size_t)usage.ru_maxrss * 1024;   // Linux: KiB, and updated lazily
+  if (info->peak_rss < info->current_rss) info->peak_rss = info->current_rss;
+  info->page_faults = (size_t)usage.ru_majflt;
+}
+
+// ---------------------------------------------------------------------------
+// Files, stacks and mappings (the heap profiler and the statistics file)
+// ---------------------------------------------------------------------------
+
+long _mi_prim_process_id(void) {
+  return (long)getpid();
+}
+
+typedef struct unix_thread_start_s { void (*fn)(void*); void* arg; } unix_thread_start_t;
+static unix_thread_start_t unix_thread_start;   // the one thread started (the statistics writer)
+
+static void* unix_thread_main(void* p) {
+  const unix_thread_start_t* start = (const unix_thread_start_t*)p;
+  start->fn(start->arg);
+  return NULL;
+}
+
+int _mi_prim_thread_start(void (*fn)(void*), void* arg) {
+  unix_thread_start.fn = fn;
+  unix_thread_start.arg = arg;
+  sigset_t all, old;
+  sigfillset(&all);
+  pthread_sigmask(SIG_SETMASK, &all, &old);   // the new thread inherits the mask
+  pthread_attr_t attr;
+  pthread_attr_init(&attr);
+  pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+  pthread_t thread;
+  const int err = pthread_create(&thread, &attr, &unix_thread_main, &unix_thread_start);
+  pthread_attr_destroy(&attr);
+  pthread_sigmask(SIG_SETMASK, &old, NULL);
+  return err;
+}
+
+void _mi_prim_sleep(int64_t msecs) {
+  struct timespec ts = { (time_t)(msecs / 1000), (long)(msecs % 1000) * 1000000L };
+  while (nanosleep(&ts, &ts) != 0 && errno == EINTR) { /* the rest */ }
+}
+
+int _mi_prim_file_write(const char* path, const void* data, size_t size, bool append) {
+  const int saved_errno = errno;
+  const int fd = open(path, O_WRONLY | O_CREAT | O_CLOEXEC | (append ? O_APPEND : O_TRUNC), 0644);
+  if (fd < 0) return unix_result(true, saved_errno);
+  int err = 0;
+  const uint8_t* p = (const uint8_t*)data;
+  while (size > 0 && err == 0) {
+    const ssize_t n = write(fd, p, size);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) { err = (n < 0 ? errno : EIO); break; }
+    p += n; size -= (size_t)n;
+  }
+  if (close(fd) != 0 && err == 0 && errno != EINTR) err = errno;
+  errno = saved_errno;
+  return err;
+}
+
+// glibc's backtrace unwinds with the unwinder of libgcc_s (the tables every
+// binary carries for C++ exceptions), so it works without frame pointers; its
+// first call loads libgcc_s, which allocates.
+void _mi_prim_backtrace_init(void) {
+  #if defined(__GLIBC__)
+  void* frames[2];
+  (void)backtrace(frames, 2);
+  #endif
+}
+
+size_t _mi_prim_backtrace(void** frames, size_t max) {
+  #if defined(__GLIBC__)
+  const int n = backtrace(frames, (int)max);
+  return (n > 0 ? (size_t)n : 0);
+  #else
+  (void)frames; (void)max;
+  return 0;
+  #endif
+}
+
+static uintptr_t unix_parse_hex(const char** s) {
+  uintptr_t x = 0;
+  for (;; (*s)++) {
+    const char c = **s;
+    if (c >= '0' && c <= '9') x = x * 16 + (uintptr_t)(c - '0');
+    else if (c >= 'a' && c <= 'f') x = x * 16 + (uintptr_t)(c - 'a' + 10);
+    else return x;
+  }
+}
+
+// One line of /proc/self/maps: "start-end perms offset dev inode   path".
+static bool unix_visit_maps_line(char* line, mi_prim_mapping_fun* visit, void* arg) {
+  const char* s = line;
+  const uintptr_t start = unix_parse_hex(&s);
+  if (*s++ != '-') return true;
+  const uintptr_t end = unix_parse_hex(&s);
+  if (*s++ != ' ') return true;
+  const bool exec = (s[0] != 0 && s[1] != 0 && s[2] == 'x');
+  while (*s != 0 && *s != ' ') s++;
+  while (*s == ' ') s++;
+  const uintptr_t offset = unix_parse_hex(&s);
+  for (int field = 0; field < 2; field++) {   // device, inode
+    while (*s == ' ') s++;
+    while (*s != 0 && *s != ' ') s++;
+  }
+  while (*s == ' ') s++;
+  if (!exec || *s != '/') return true;       // anonymous, [vdso], [stack], ...
+  return visit(start, end, offset, s, arg);
+}
+
+int _mi_prim_visit_mappings(mi_prim_mapping_fun* visit, void* arg) {
+  #if defined(__linux__)
+  const int saved_errno = errno;
+  const int fd = open("/proc/self/maps", O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return unix_result(true, saved_errno);
+  char buf[4096 + 1];   // a longer line (a path near PATH_MAX) is skipped
+  size_t len = 0;
+  bool skipping = false, go_on = true;
+  while (go_on) {
+    const ssize_t n = read(fd, buf + len, sizeof(buf) - 1 - len);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;
+    len += (size_t)n;
+    buf[len] = 0;
+    char* line = buf;
+    char* nl;
+    while (go_on && (nl = strchr(line, '\n')) != NULL) {
+      *nl = 0;
+      if (!skipping) go_on = unix_visit_maps_line(line, visit, arg);
+      skipping = false;
+      line = nl + 1;
+    }
+    len = (size_t)(buf + len - line);
+    memmove(buf, line, len);
+    if (len == sizeof(buf) - 1) { len = 0; skipping = true; }
+  }
+  close(fd);
+  errno = saved_errno;
+  return 0;
+  #else
+  (void)visit; (void)arg;
+  return ENOSYS;
+  #endif
+}
+
+bool _mi_prim_executable_path(char* buf, size_t size) {
+  if (size == 0) return false;
+  const int saved_errno = errno;
+  const ssize_t n = readlink("/proc/self/exe", buf, size - 1);
+  errno = saved_errno;
+  if (n <= 0) return false;
+  buf[n] = 0;
+  return true;
+}
+
+bool _mi_prim_symbol_name(const void* addr, char* buf, size_t size) {
+  #if defined(__GLIBC__)
+  Dl_info info;
+  const ElfW(Sym)* sym = NULL;
+  if (dladdr1(addr, &info, (void**)&sym, RTLD_DL_SYMENT) == 0 || sym == NULL || info.dli_sname == NULL) return false;
+  // dladdr names the nearest symbol below: only take it if its code holds addr
+  const uintptr_t start = (uintptr_t)info.dli_saddr;
+  if ((uintptr_t)addr < start || (uintptr_t)addr >= start + sym->st_size) return false;
+  const size_t n = strlen(info.dli_sname);
+  if (n + 1 > size) return false;
+  memcpy(buf, info.dli_sname, n + 1);
+  return true;
+  #else
+  (void)addr; (void)buf; (void)size;
+  return false;
+  #endif
 }
 
 // ---------------------------------------------------------------------------
@@ -296,10 +474,4 @@ size_t _mi_prim_numa_node_count(void) {
   return node + 1;
 }
 
-size_t _mi_prim_numa_node(void) {
-  #if defined(__linux__) && defined(SYS_getcpu)
-  unsigned long node = 0, ncpu = 0;
-  if (syscall(SYS_getcpu, &ncpu, &node, NULL) == 0) return (size_t)node;
-  #endif
-  return 0;
-}
+

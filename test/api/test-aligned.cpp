@@ -13,6 +13,8 @@
 
 #include <algorithm>
 #include <string>
+#include <thread>
+#include <utility>
 #include <vector>
 
 #include "api-util.h"
@@ -97,6 +99,47 @@ TEST(Aligned, MallocAlignedAtAllPowersOfTwo) {
       for (size_t size : {(size_t)8, (size_t)100}) {
         void* p = mi_malloc_aligned_at(size, dyn(alignment), dyn(offset));
         check_aligned(p, size, alignment, offset, false, where("mi_malloc_aligned_at", size, alignment, offset));
+      }
+    }
+  }
+}
+
+// Big alignments (own segment) at offsets that are not a multiple of 16:
+// the block underneath stays 16-aligned (free-list links and the padding
+// are written at its start), so free, visiting and zeroing work as for any
+// aligned block, from the owner and from another thread.
+namespace {
+bool find_block_of(const mi_heap_t*, const mi_heap_area_t*, void* block, size_t block_size, void* arg) {
+  auto* q = static_cast<std::pair<const uint8_t*, const void*>*>(arg);
+  if (block != nullptr && q->first >= (uint8_t*)block && q->first < (uint8_t*)block + block_size) q->second = block;
+  return true;
+}
+}  // namespace
+
+TEST(Aligned, BigAlignmentAtAnOddOffset) {
+  for (size_t alignment : {4 * MiB, 8 * MiB}) {
+    for (size_t offset : {1, 3, 7, 8, 12, 17, 100, 4095}) {
+      for (bool zero : {false, true}) {
+        SCOPED_TRACE(testing::Message() << "alignment " << alignment << ", offset " << offset << (zero ? ", zeroed" : ""));
+        uint8_t* p = (uint8_t*)(zero ? mi_zalloc_aligned_at(1000, alignment, offset) : mi_malloc_aligned_at(1000, alignment, offset));
+        ASSERT_NE(p, nullptr);
+        EXPECT_TRUE(is_aligned(p + offset, alignment));
+        EXPECT_GE(mi_usable_size(p), 1000u);
+        if (zero) { EXPECT_TRUE(is_zero(p, mi_usable_size(p))); }
+        std::pair<const uint8_t*, const void*> q{p, nullptr};
+        EXPECT_TRUE(mi_heap_visit_blocks(mi_heap_get_default(), true, &find_block_of, &q));
+        ASSERT_NE(q.second, nullptr) << "not visited";
+        EXPECT_TRUE(is_aligned(q.second, 16)) << "the block underneath starts at " << q.second;
+        fill_pattern(p, 1000, 3);
+        if (offset % 2 == 0) {
+          mi_free(p);
+        }
+        else {
+          std::thread t([p] { mi_free(p); });
+          t.join();
+          mi_collect(true);   // takes the block from the delayed list
+        }
+        EXPECT_FALSE(mi_is_in_heap_region(p)) << "the block's segment is still mapped after free";
       }
     }
   }

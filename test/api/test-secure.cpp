@@ -75,6 +75,15 @@ TEST(Secure, DoubleFreeByAnotherThread) {
     std::thread t([&] { mi_free(x); });   // freed by its owner, then by another thread
     t.join();
   }, "double free detected");
+  // a huge block freed by another thread has its memory purged at once: its
+  // trailer must still say "free" to the second free
+  EXPECT_STOPS({
+    void* x = mi_malloc(dyn(5 * MiB));
+    memset(x, 1, 5 * MiB);
+    std::thread t([&] { mi_free(x); });
+    t.join();
+    mi_free(x);
+  }, "double free detected");
 }
 
 TEST(Secure, DoubleFreeAfterTheBlockWasReused) {

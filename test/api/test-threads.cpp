@@ -213,3 +213,28 @@ TEST(Threads, ManyShortLivedThreads) {
     mi_free(it.p);
   }
 }
+
+TEST(Threads, BigAlignedBlockFreedByAnotherThreadWhileTheOwnerLives) {
+  // A block aligned beyond the segment size that starts exactly on a segment
+  // unit: a remote free puts it on its owner heap's delayed list, and the
+  // owner's next slow path must find its segment one unit below the block
+  // (not at the block's own address, which holds user data).
+  for (size_t align : {8 * MiB, 16 * MiB}) {
+    void* p = mi_malloc_aligned(MiB, align);
+    ASSERT_NE(p, nullptr);
+    ASSERT_EQ((uintptr_t)p % align, 0u);
+    memset(p, 0xFF, MiB);   // what the wrong lookup would read as a segment header
+    std::thread t([p] { mi_free(p); });
+    t.join();
+    for (int i = 0; i < 100; i++) {   // slow paths of the owner: the delayed list is drained
+      void* q = mi_malloc(3 * MiB);
+      ASSERT_NE(q, nullptr);
+      mi_free(q);
+    }
+    mi_collect(true);
+    EXPECT_FALSE(mi_is_in_heap_region(p)) << "the block's segment was never given back";
+    void* again = mi_malloc_aligned(MiB, align);
+    ASSERT_NE(again, nullptr);
+    mi_free(again);
+  }
+}

@@ -74,6 +74,32 @@ MI_CHILD(small_pages) {
   return 0;
 }
 
+// Pages freed under a 1 ms purge delay, then pages of the same segment freed
+// under a long delay (argv[0] ms); after 20 ms and a mi_collect(false) only
+// the former may be purged.
+MI_CHILD(mixed_delays) {
+  const long long_delay = arg_long(argc, argv, 0, 0);
+  const size_t n = 3000, bsize = 1000, m = 1000, msize = 2000;   // (m: more than the 512 KiB of pages a heap keeps retired)
+  mi_option_set(mi_option_reset_delay, 1);
+  static void* more[1000];
+  for (size_t i = 0; i < m; i++) { more[i] = mi_malloc(dyn(msize)); memset(opaque(more[i]), 0x5A, msize); }
+  for (size_t i = 0; i < n; i++) { blocks[i] = mi_malloc(dyn(bsize)); memset(opaque(blocks[i]), 0x5A, bsize); }
+  void* probe = blocks[n / 2];
+  take_snapshot(&snap[0], probe);
+  for (size_t i = 1; i < m; i++) mi_free(more[i]);
+  mi_option_set(mi_option_reset_delay, long_delay);
+  for (size_t i = 1; i + 1 < n; i++) mi_free(blocks[i]);
+  sleep_ms(20);
+  mi_collect(false);
+  take_snapshot(&snap[1], probe);
+  emit_snapshot("full", snap[0]);
+  emit_snapshot("waited", snap[1]);
+  mi_free(more[0]);
+  mi_free(blocks[0]);
+  mi_free(blocks[n - 1]);
+  return 0;
+}
+
 // The commit of a fresh thread's first two segments (small, then medium).
 MI_CHILD(first_segments) {
   (void)argc; (void)argv;
@@ -289,6 +315,19 @@ TEST(OptionResetDelay, ZeroPurgesAtOnce) {
   if (!run_ok(&r, "small_pages", { "MIMALLOC_RESET_DELAY=0" }, { "0" })) return;
   EXPECT_LT(r.num("freed.rss"), r.num("full.rss") - kFreedSmall) << r.describe();
   EXPECT_GE(r.num("freed.reset"), kFreedSmall) << r.describe();
+}
+
+TEST(OptionResetDelay, LongerThan24DaysStillDelays) {
+  // a delay of 2^31 ms (24.8 days) or more never reads as "already expired",
+  // also when pages of the same segment with a short delay fall due first:
+  // no more is purged than with a delay of 100 s
+  ChildResult ref;
+  if (!run_ok(&ref, "mixed_delays", {}, { "100000" })) return;
+  for (const char* delay : { "3000000000", "5000000000" }) {
+    ChildResult r;
+    if (!run_ok(&r, "mixed_delays", {}, { delay })) return;
+    EXPECT_LE(r.num("waited.reset"), ref.num("waited.reset") + (long long)(256 * KiB)) << delay << ": " << r.describe() << ref.describe();
+  }
 }
 
 TEST(OptionResetDecommits, PurgedPagesBecomeInaccessible) {

@@ -20,6 +20,7 @@
 #include <gtest/gtest.h>
 #include <mimalloc.h>
 
+#include <cctype>
 #include <cerrno>
 #include <climits>
 #include <cstdint>
@@ -68,6 +69,8 @@ const OptionInfo kOptions[] = {
   { mi_option_os_tag,               "os_tag",                100, 100, 255 },
   { mi_option_max_errors,           "max_errors",            16,  -1, LONG_MAX },
   { mi_option_secure_continue,      "secure_continue",       0,   0, 1 },
+  { mi_option_prof_sample,          "prof_sample",           0,   0, LONG_MAX },
+  { mi_option_stats_interval,       "stats_interval",        0,   0, kDay },
 };
 constexpr size_t kOptionCount = sizeof(kOptions) / sizeof(kOptions[0]);
 static_assert(kOptionCount == (size_t)_mi_option_last, "every option is listed");
@@ -100,9 +103,13 @@ std::string opt_key(const char* name) { return std::string("opt.") + name; }
 
 // The warnings for a variable `var` ("NAME=value" as written) whose option has
 // the default `dflt`.
+// (show_stats also takes the word json)
 std::string invalid_bool_warning(const std::string& var, long dflt) {
-  return "mimalloc: warning: " + var + " is not a valid value (use 1, true, yes, on or 0, false, no, off); the default " +
-         std::to_string(dflt) + " is used\n";
+  std::string lower;
+  for (char c : var) lower += (char)std::tolower((unsigned char)c);
+  const bool json = (lower.rfind("mimalloc_show_stats=", 0) == 0);
+  return "mimalloc: warning: " + var + " is not a valid value (use 1, true, yes, on or 0, false, no, off" +
+         (json ? ", or json" : "") + "); the default " + std::to_string(dflt) + " is used\n";
 }
 std::string invalid_int_warning(const std::string& var, long min, long max, long dflt) {
   return "mimalloc: warning: " + var + " is not a valid value (use an integer from " + std::to_string(min) + " to " +

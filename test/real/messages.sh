@@ -32,8 +32,8 @@ done
 
 # 2. Mistakes in the environment: "VARIABLE=value|expected line"
 cases=(
-  "MIMALLOC_SHOW_STATS=ye|mimalloc: warning: MIMALLOC_SHOW_STATS=ye is not a valid value (use 1, true, yes, on or 0, false, no, off); the default 0 is used"
-  "mimalloc_Show_Stats=Ye|mimalloc: warning: mimalloc_Show_Stats=Ye is not a valid value (use 1, true, yes, on or 0, false, no, off); the default 0 is used"
+  "MIMALLOC_SHOW_STATS=ye|mimalloc: warning: MIMALLOC_SHOW_STATS=ye is not a valid value (use 1, true, yes, on or 0, false, no, off, or json); the default 0 is used"
+  "mimalloc_Show_Stats=Ye|mimalloc: warning: mimalloc_Show_Stats=Ye is not a valid value (use 1, true, yes, on or 0, false, no, off, or json); the default 0 is used"
   "MIMALLOC_ARENA_EAGER_COMMIT=1|mimalloc: warning: MIMALLOC_ARENA_EAGER_COMMIT=1 is not a mimalloc option and is ignored"
   "MIMALLOC_RESET_DELAY=-5|mimalloc: warning: MIMALLOC_RESET_DELAY=-5 is out of range (0 to 86400000); the default 100 is used"
   "MIMALLOC_OS_TAG=Twelve|mimalloc: warning: MIMALLOC_OS_TAG=Twelve is not a valid value (use an integer from 100 to 255); the default 100 is used"

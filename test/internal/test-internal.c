@@ -1,0 +1,126 @@
+/* ----------------------------------------------------------------------------
+  test-internal.c -- unit tests of internal functions, on states the public
+  API cannot (or cannot reliably) produce: synthetic addresses for the
+  segment map, a page without a heap for the delayed free. Linked with the
+  static library and compiled with the library's own defines, so that the
+  internal header describes the same structures.
+-----------------------------------------------------------------------------*/
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <pthread.h>
+
+#include "mimalloc-internal.h"
+
+// ---------------------------------------------------------------------------
+// The segment map: the whole 48-bit user address space (arm64 hands out
+// addresses up to 2^48; the map covered 2^47), nothing above it
+// ---------------------------------------------------------------------------
+
+static mi_segment_t* synthetic(uintptr_t address) { return (mi_segment_t*)address; }
+
+static void test_segment_map_covers_48_bits(void** state) {
+  (void)state;
+  const uintptr_t addresses[] = {
+    (uintptr_t)1 << 46, ((uintptr_t)1 << 47) - MI_SEGMENT_SIZE,   // below 2^47
+    (uintptr_t)1 << 47, ((uintptr_t)1 << 47) + 5 * MI_SEGMENT_SIZE,  // above: arm64 only
+    ((uintptr_t)1 << 48) - MI_SEGMENT_SIZE,                         // the last unit
+  };
+  for (size_t i = 0; i < sizeof(addresses) / sizeof(addresses[0]); i++) {
+    mi_segment_t* s = synthetic(addresses[i]);
+    assert_false(_mi_segment_map_contains(s));
+    _mi_segment_map_allocated_at(s);
+    assert_true(_mi_segment_map_contains(s));
+    assert_false(_mi_segment_map_contains((uint8_t*)s + 4096));        // not a segment start
+    assert_false(_mi_segment_map_contains((uint8_t*)s + MI_SEGMENT_SIZE));
+    _mi_segment_map_freed_at(s);
+    assert_false(_mi_segment_map_contains(s));
+  }
+}
+
+static void test_segment_map_refuses_above_48_bits(void** state) {
+  (void)state;
+  const uintptr_t addresses[] = { (uintptr_t)1 << 48, ((uintptr_t)1 << 56) + MI_SEGMENT_SIZE, UINTPTR_MAX & ~MI_SEGMENT_MASK };
+  for (size_t i = 0; i < sizeof(addresses) / sizeof(addresses[0]); i++) {
+    mi_segment_t* s = synthetic(addresses[i]);
+    assert_false(_mi_segment_map_allocated_at(s));
+    assert_false(_mi_segment_map_contains(s));
+    _mi_segment_map_freed_at(s);   // harmless
+  }
+}
+
+typedef struct visit_s {
+  const mi_segment_t* wanted[3];
+  int seen[3];
+  size_t total;
+} visit_t;
+
+static void visit_fn(mi_segment_t* segment, void* arg) {
+  visit_t* v = (visit_t*)arg;
+  v->total++;
+  for (int i = 0; i < 3; i++) {
+    if (segment == v->wanted[i]) v->seen[i]++;
+  }
+}
+
+static void test_segment_map_visits_every_segment(void** state) {
+  (void)state;
+  void* real = mi_malloc(100);   // a real segment is visited too
+  visit_t v = { { synthetic((uintptr_t)3 << 40), synthetic(((uintptr_t)1 << 47) + MI_SEGMENT_SIZE), (mi_segment_t*)_mi_ptr_segment(real) }, { 0, 0, 0 }, 0 };
+  assert_true(_mi_segment_map_allocated_at(v.wanted[0]));
+  assert_true(_mi_segment_map_allocated_at(v.wanted[1]));
+  _mi_segment_map_visit(&visit_fn, &v);
+  assert_int_equal(v.seen[0], 1);
+  assert_int_equal(v.seen[1], 1);
+  assert_int_equal(v.seen[2], 1);
+  _mi_segment_map_freed_at(v.wanted[0]);
+  _mi_segment_map_freed_at(v.wanted[1]);
+  const size_t total = v.total;
+  v.total = 0; v.seen[0] = v.seen[1] = v.seen[2] = 0;
+  _mi_segment_map_visit(&visit_fn, &v);
+  assert_int_equal(v.total, total - 2);
+  assert_int_equal(v.seen[0] + v.seen[1], 0);
+  mi_free(real);
+}
+
+// ---------------------------------------------------------------------------
+// A remote free into a page in MI_USE_DELAYED_FREE that has no heap: the
+// block goes on the page's thread_free list, not on no list at all
+// ---------------------------------------------------------------------------
+
+static void* free_in_thread(void* p) {
+  mi_free(p);
+  return NULL;
+}
+
+static void test_delayed_free_without_heap_keeps_the_block(void** state) {
+  (void)state;
+  void* p = mi_malloc(3 * MiB);   // a huge block: its page is always in MI_USE_DELAYED_FREE
+  assert_non_null(p);
+  mi_page_t* page = _mi_ptr_page_of(p);
+  assert_int_equal(mi_tf_delayed(mi_atomic_load_relaxed(&page->xthread_free)), MI_USE_DELAYED_FREE);
+  mi_heap_t* heap = mi_page_heap(page);
+  mi_page_set_heap(page, NULL);   // what a weakly ordered CPU could show the freeing thread
+  pthread_t t;
+  assert_int_equal(pthread_create(&t, NULL, &free_in_thread, p), 0);
+  assert_int_equal(pthread_join(t, NULL), 0);
+  const mi_thread_free_t tf = mi_atomic_load_acquire(&page->xthread_free);
+  mi_page_set_heap(page, heap);
+  assert_ptr_equal(mi_tf_block(tf), p);
+  assert_int_equal(mi_tf_delayed(tf), MI_NO_DELAYED_FREE);
+  mi_collect(true);   // the owner collects it and gives the segment back
+  assert_false(mi_is_in_heap_region(p));
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+    cmocka_unit_test(test_segment_map_covers_48_bits),
+    cmocka_unit_test(test_segment_map_refuses_above_48_bits),
+    cmocka_unit_test(test_segment_map_visits_every_segment),
+    cmocka_unit_test(test_delayed_free_without_heap_keeps_the_block),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
