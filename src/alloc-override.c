@@ -152,15 +152,15 @@ extern void* __memcpy_chk(void* dst, const void* src, size_t n, size_t dstlen);
 extern void* __memmove_chk(void* dst, const void* src, size_t n, size_t dstlen);
 extern void* __memset_chk(void* dst, int c, size_t n, size_t dstlen);
 
-__attribute__((visibility("default"))) void* memcpy(void* dst, const void* src, size_t n) {
+__attribute__((visibility("default"), noinline)) void* memcpy(void* dst, const void* src, size_t n) {
   _mi_check_write(dst, n, "memcpy");
   return __memcpy_chk(dst, src, n, n);
 }
-__attribute__((visibility("default"))) void* memmove(void* dst, const void* src, size_t n) {
+__attribute__((visibility("default"), noinline)) void* memmove(void* dst, const void* src, size_t n) {
   _mi_check_write(dst, n, "memmove");
   return __memmove_chk(dst, src, n, n);
 }
-__attribute__((visibility("default"))) void* memset(void* dst, int c, size_t n) {
+__attribute__((visibility("default"), noinline)) void* memset(void* dst, int c, size_t n) {
   _mi_check_write(dst, n, "memset");
   return __memset_chk(dst, c, n, n);
 }

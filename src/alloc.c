@@ -23,6 +23,13 @@
 #include <stdlib.h>   // realpath
 #include <limits.h>   // PATH_MAX
 
+// Whether p is the start of one of the page's blocks (below its capacity).
+static inline bool mi_page_is_block_start(const mi_page_t* page, const void* p) {
+  const size_t bsize = mi_page_block_size(page);
+  const size_t ofs = (size_t)((const uint8_t*)p - page->page_start);
+  return ((const uint8_t*)p >= page->page_start && ofs % bsize == 0 && ofs / bsize < page->capacity);
+}
+
 // ---------------------------------------------------------------------------
 // Allocation fast path
 // ---------------------------------------------------------------------------
@@ -192,8 +199,7 @@ static size_t mi_page_usable_size_of(const mi_page_t* page, const mi_block_t* bl
 static mi_decl_noinline mi_decl_cold bool mi_free_trailer_failed(const mi_page_t* page, const mi_block_t* block,
                                                                   size_t usable, uint64_t state) {
   const size_t bsize = usable + MI_PADDING_SIZE;
-  const size_t ofs = (size_t)((const uint8_t*)block - page->page_start);
-  if (!mi_page_has_aligned(page) && (ofs % bsize != 0 || ofs / bsize >= page->capacity)) {
+  if (!mi_page_has_aligned(page) && !mi_page_is_block_start(page, block)) {
     _mi_misuse_message(EINVAL, "mi_free: invalid pointer (not the start of a block): %p\n", (const void*)block);
     return false;
   }
@@ -511,10 +517,7 @@ static mi_decl_noinline bool mi_free_ptr_check_slow(const mi_page_t* page, const
     _mi_misuse_message(EINVAL, "mi_free: invalid (unaligned) pointer: %p\n", p);
     return false;
   }
-  const uint8_t* const start = page->page_start;
-  const size_t ofs = (size_t)((const uint8_t*)p - start);
-  const size_t bsize = mi_page_block_size(page);
-  if ((const uint8_t*)p < start || ofs % bsize != 0 || ofs / bsize >= page->capacity) {
+  if (!mi_page_is_block_start(page, p)) {
     _mi_misuse_message(EINVAL, "mi_free: invalid pointer (not the start of a block): %p\n", p);
     return false;
   }
@@ -705,10 +708,8 @@ static mi_block_t* mi_live_block_of(const void* p, mi_page_t** ppage, size_t* us
   mi_page_t* const page = mi_checked_ptr_page(p, &segment);
   if (page == NULL || !page->segment_in_use || page->xblock_size == 0) return NULL;
   mi_block_t* const block = (mi_page_has_aligned(page) ? _mi_page_ptr_unalign(segment, page, p) : (mi_block_t*)p);
-  const size_t bsize = mi_page_block_size(page);
-  const size_t ofs = (size_t)((uint8_t*)block - page->page_start);
-  if ((uint8_t*)block < page->page_start || ofs % bsize != 0 || ofs / bsize >= page->capacity) return NULL;
-  *usable = bsize - MI_PADDING_SIZE;
+  if (!mi_page_is_block_start(page, block)) return NULL;
+  *usable = mi_page_usable_block_size(page);
   if (*usable < sizeof(mi_block_t)) return NULL;
   *state = mi_trailer_state(page, block, *usable);
   if (!mi_trailer_state_is_live(*state, *usable)) return NULL;
