@@ -137,3 +137,31 @@ MI_DECL_WEAK void  _ZdaPvRKSt9nothrow_t(void* p, MI_NOTHROW_TAG) { (void)tag; _m
 MI_DECL_WEAK void  _ZdlPvSt11align_val_tRKSt9nothrow_t(void* p, size_t al, MI_NOTHROW_TAG) { (void)tag; (void)al; _mi_free_delete(p, SIZE_MAX, false); }
 MI_DECL_WEAK void  _ZdaPvSt11align_val_tRKSt9nothrow_t(void* p, size_t al, MI_NOTHROW_TAG) { (void)tag; (void)al; _mi_free_delete(p, SIZE_MAX, true); }
 #endif
+
+// ---------------------------------------------------------------------------
+// Secure builds (level 4, glibc): memcpy, memmove and memset check that a
+// write into one of our blocks stays within the size asked for and that the
+// block is live (alloc.c: _mi_check_write), then copy with the C library's
+// own code, reached through its checking entry points (which take the
+// destination's size: here the length itself, so they only copy). Calls the
+// compiler expands inline, and calls a program compiled with
+// _FORTIFY_SOURCE makes to the __*_chk entry points, are not seen.
+// ---------------------------------------------------------------------------
+#if (MI_SECURE >= 4) && (MI_PADDING > 0) && defined(__GLIBC__)
+extern void* __memcpy_chk(void* dst, const void* src, size_t n, size_t dstlen);
+extern void* __memmove_chk(void* dst, const void* src, size_t n, size_t dstlen);
+extern void* __memset_chk(void* dst, int c, size_t n, size_t dstlen);
+
+__attribute__((visibility("default"), noinline)) void* memcpy(void* dst, const void* src, size_t n) {
+  _mi_check_write(dst, n, "memcpy");
+  return __memcpy_chk(dst, src, n, n);
+}
+__attribute__((visibility("default"), noinline)) void* memmove(void* dst, const void* src, size_t n) {
+  _mi_check_write(dst, n, "memmove");
+  return __memmove_chk(dst, src, n, n);
+}
+__attribute__((visibility("default"), noinline)) void* memset(void* dst, int c, size_t n) {
+  _mi_check_write(dst, n, "memset");
+  return __memset_chk(dst, c, n, n);
+}
+#endif

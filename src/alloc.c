@@ -23,6 +23,13 @@
 #include <stdlib.h>   // realpath
 #include <limits.h>   // PATH_MAX
 
+// Whether p is the start of one of the page's blocks (below its capacity).
+static inline bool mi_page_is_block_start(const mi_page_t* page, const void* p) {
+  const size_t bsize = mi_page_block_size(page);
+  const size_t ofs = (size_t)((const uint8_t*)p - page->page_start);
+  return ((const uint8_t*)p >= page->page_start && ofs % bsize == 0 && ofs / bsize < page->capacity);
+}
+
 // ---------------------------------------------------------------------------
 // Allocation fast path
 // ---------------------------------------------------------------------------
@@ -117,7 +124,7 @@ void _mi_block_zero_init(const mi_page_t* page, void* p, size_t size) {
 
 void* _mi_heap_malloc_zero(mi_heap_t* heap, size_t size, bool zero) mi_attr_noexcept {
   void* p = mi_heap_malloc(heap, size);
-  if (zero && p != NULL) {
+  if (zero && p != NULL && size > 0) {   // (nothing to zero: and secure builds' p has no page)
     _mi_block_zero_init(_mi_ptr_page_of(p), p, size);
   }
   return p;
@@ -133,7 +140,7 @@ mi_decl_restrict void* mi_zalloc(size_t size) mi_attr_noexcept {
 
 mi_decl_restrict void* mi_zalloc_small(size_t size) mi_attr_noexcept {
   void* p = mi_malloc_small(size);
-  if (p != NULL) _mi_block_zero_init(_mi_ptr_page_of(p), p, size);
+  if (p != NULL && size > 0) _mi_block_zero_init(_mi_ptr_page_of(p), p, size);   // (as _mi_heap_malloc_zero)
   return p;
 }
 
@@ -192,8 +199,7 @@ static size_t mi_page_usable_size_of(const mi_page_t* page, const mi_block_t* bl
 static mi_decl_noinline mi_decl_cold bool mi_free_trailer_failed(const mi_page_t* page, const mi_block_t* block,
                                                                   size_t usable, uint64_t state) {
   const size_t bsize = usable + MI_PADDING_SIZE;
-  const size_t ofs = (size_t)((const uint8_t*)block - page->page_start);
-  if (!mi_page_has_aligned(page) && (ofs % bsize != 0 || ofs / bsize >= page->capacity)) {
+  if (!mi_page_has_aligned(page) && !mi_page_is_block_start(page, block)) {
     _mi_misuse_message(EINVAL, "mi_free: invalid pointer (not the start of a block): %p\n", (const void*)block);
     return false;
   }
@@ -410,8 +416,85 @@ bool _mi_free_delayed_block(mi_block_t* block) {
 
 
 // Everything that is not a local free into a non-full page without aligned blocks.
+#if defined(MI_ZERO_AREA)
+// ---------------------------------------------------------------------------
+// malloc(0) in secure builds: a unique address in a reserved area of no
+// access, 16 bytes apart (MI_ZERO_SLOTS of them), one bit per address saying
+// it is handed out. Reserved at the first malloc(0); the bits are committed
+// as they are touched. free finds such a pointer on its cold path, where the
+// segment map has said it is not in a segment.
+// ---------------------------------------------------------------------------
+#define MI_ZERO_SLOT       (16)
+#define MI_ZERO_SLOTS      ((size_t)4 * 1024 * 1024)   // 64 MiB of address space, 512 KiB of bits
+static _Atomic(uintptr_t) mi_zero_area;                // the area's start, 0 until the first malloc(0)
+static _Atomic(uintptr_t) mi_zero_bits;                // MI_ZERO_SLOTS bits
+static _Atomic(size_t)    mi_zero_cursor;
+
+static bool mi_zero_area_init(void) {
+  if (mi_atomic_load_acquire(&mi_zero_area) != 0) return true;
+  bool is_large = false, is_zero = false;
+  const size_t area_size = MI_ZERO_SLOTS * MI_ZERO_SLOT;
+  void* area = _mi_os_alloc_aligned_at(area_size, MI_SEGMENT_SIZE, 0, false /* no access */, false, &is_large, &is_zero);
+  void* bits = _mi_os_alloc(MI_ZERO_SLOTS / 8);
+  if (area == NULL || bits == NULL) {
+    _mi_os_free_ex(area, area_size, 0);
+    _mi_os_free(bits, MI_ZERO_SLOTS / 8);
+    return false;
+  }
+  uintptr_t expected = 0;
+  if (!mi_atomic_cas_strong_acq_rel(&mi_zero_bits, &expected, (uintptr_t)bits)) {
+    _mi_os_free(bits, MI_ZERO_SLOTS / 8);   // another thread was first
+    _mi_os_free_ex(area, area_size, 0);
+    while (mi_atomic_load_acquire(&mi_zero_area) == 0) { }   // it publishes the area next
+    return true;
+  }
+  mi_atomic_store_release(&mi_zero_area, (uintptr_t)area);
+  return true;
+}
+
+void* _mi_zero_alloc(void) {
+  if (!mi_zero_area_init()) { errno = ENOMEM; return NULL; }
+  _Atomic(uintptr_t)* const bits = (_Atomic(uintptr_t)*)mi_atomic_load_relaxed(&mi_zero_bits);
+  for (size_t tries = 0; tries < MI_ZERO_SLOTS; tries++) {
+    const size_t i = mi_atomic_add_relaxed(&mi_zero_cursor, 1) % MI_ZERO_SLOTS;
+    if (i == 0) continue;   // (never the area's start: free tells those apart)
+    const uintptr_t bit = (uintptr_t)1 << (i % MI_INTPTR_BITS);
+    if ((mi_atomic_or_acq_rel(&bits[i / MI_INTPTR_BITS], bit) & bit) == 0) {
+      return (void*)(mi_atomic_load_relaxed(&mi_zero_area) + i * MI_ZERO_SLOT);
+    }
+  }
+  _mi_error_message(ENOMEM, "unable to allocate memory (0 bytes: every zero-size address is in use)\n");
+  errno = ENOMEM;
+  return NULL;
+}
+
+bool _mi_zero_area_contains(const void* p) {
+  const uintptr_t area = mi_atomic_load_acquire(&mi_zero_area);
+  return (area != 0 && (uintptr_t)p - area < MI_ZERO_SLOTS * MI_ZERO_SLOT);
+}
+
+// Is p in the zero area? (then free it: true)
+static bool mi_zero_free(const void* p) {
+  if (!_mi_zero_area_contains(p)) return false;
+  const size_t ofs = (size_t)((uintptr_t)p - mi_atomic_load_relaxed(&mi_zero_area));
+  const size_t i = ofs / MI_ZERO_SLOT;
+  const uintptr_t bit = (uintptr_t)1 << (i % MI_INTPTR_BITS);
+  _Atomic(uintptr_t)* const bits = (_Atomic(uintptr_t)*)mi_atomic_load_relaxed(&mi_zero_bits);
+  if (ofs % MI_ZERO_SLOT != 0) {
+    _mi_misuse_message(EINVAL, "mi_free: invalid pointer (not the start of a block): %p\n", p);
+  }
+  else if ((mi_atomic_and_acq_rel(&bits[i / MI_INTPTR_BITS], ~bit) & bit) == 0) {
+    _mi_misuse_message(EAGAIN, "double free detected of block %p with size 0\n", p);
+  }
+  return true;
+}
+#endif
+
 // A pointer whose segment unit holds no segment of ours: report, free nothing.
 static mi_decl_noinline mi_decl_cold void mi_free_invalid(const void* p) {
+  #if defined(MI_ZERO_AREA)
+  if (mi_zero_free(p)) return;   // malloc(0)
+  #endif
   _mi_misuse_message(EINVAL, "mi_free: invalid pointer (not allocated by mimalloc): %p\n", p);
 }
 
@@ -434,10 +517,7 @@ static mi_decl_noinline bool mi_free_ptr_check_slow(const mi_page_t* page, const
     _mi_misuse_message(EINVAL, "mi_free: invalid (unaligned) pointer: %p\n", p);
     return false;
   }
-  const uint8_t* const start = page->page_start;
-  const size_t ofs = (size_t)((const uint8_t*)p - start);
-  const size_t bsize = mi_page_block_size(page);
-  if ((const uint8_t*)p < start || ofs % bsize != 0 || ofs / bsize >= page->capacity) {
+  if (!mi_page_is_block_start(page, p)) {
     _mi_misuse_message(EINVAL, "mi_free: invalid pointer (not the start of a block): %p\n", p);
     return false;
   }
@@ -568,10 +648,13 @@ mi_page_t* _mi_ptr_page_of(const void* p) {
 }
 
 size_t _mi_usable_size_of(const void* p) {
-  #if (MI_DEBUG > 0)
-  // debug builds validate the pointer first, as free does
+  #if (MI_DEBUG > 0) || defined(MI_ZERO_AREA)
+  // debug and secure builds validate the pointer first, as free does
   if (p != NULL) {
     const mi_segment_t* s = _mi_ptr_segment(p);
+    #if defined(MI_ZERO_AREA)
+    if (_mi_zero_area_contains(p)) return 0;   // malloc(0)
+    #endif
     if ((const void*)s != p && !_mi_segment_map_contains(s)) {
       _mi_misuse_message(EINVAL, "mi_usable_size: invalid pointer (not allocated by mimalloc): %p\n", p);
       return 0;
@@ -625,10 +708,8 @@ static mi_block_t* mi_live_block_of(const void* p, mi_page_t** ppage, size_t* us
   mi_page_t* const page = mi_checked_ptr_page(p, &segment);
   if (page == NULL || !page->segment_in_use || page->xblock_size == 0) return NULL;
   mi_block_t* const block = (mi_page_has_aligned(page) ? _mi_page_ptr_unalign(segment, page, p) : (mi_block_t*)p);
-  const size_t bsize = mi_page_block_size(page);
-  const size_t ofs = (size_t)((uint8_t*)block - page->page_start);
-  if ((uint8_t*)block < page->page_start || ofs % bsize != 0 || ofs / bsize >= page->capacity) return NULL;
-  *usable = bsize - MI_PADDING_SIZE;
+  if (!mi_page_is_block_start(page, block)) return NULL;
+  *usable = mi_page_usable_block_size(page);
   if (*usable < sizeof(mi_block_t)) return NULL;
   *state = mi_trailer_state(page, block, *usable);
   if (!mi_trailer_state_is_live(*state, *usable)) return NULL;
@@ -664,6 +745,34 @@ void _mi_free_delete(void* p, size_t size, bool array) mi_attr_noexcept {
     }
   }
   mi_free(p);
+}
+
+// A write of n bytes at dst (memcpy, memmove, memset with the override):
+// when dst is inside one of our blocks, the write must stay within the size
+// asked for, and the block must be live. Reports (as a misuse) otherwise;
+// `fun` names the call.
+void _mi_check_write(const void* dst, size_t n, const char* fun) mi_attr_noexcept {
+  if (n == 0) return;
+  const mi_segment_t* const segment = _mi_ptr_segment(dst);
+  if ((const void*)segment == dst || !_mi_segment_map_contains(segment)) return;   // not in a block of ours
+  const mi_page_t* const page = _mi_segment_page_of(segment, dst);
+  if (!page->segment_in_use || page->xblock_size == 0 || (const uint8_t*)dst < page->page_start) return;
+  const size_t bsize = mi_page_block_size(page);
+  const size_t idx = (size_t)((const uint8_t*)dst - page->page_start) / bsize;
+  const size_t usable = bsize - MI_PADDING_SIZE;
+  if (idx >= page->capacity || usable < sizeof(mi_block_t)) return;
+  const mi_block_t* const block = (const mi_block_t*)(page->page_start + idx * bsize);
+  const uint64_t state = mi_trailer_state(page, block, usable);
+  if (state == MI_TRAILER_FREE) {
+    _mi_misuse_message(EFAULT, "write after free: %s of %zu bytes at %p, in freed heap block %p\n", fun, n, dst, (const void*)block);
+    return;
+  }
+  if (!mi_trailer_state_is_live(state, usable)) return;   // (a damaged trailer is reported when the block is freed)
+  const uint8_t* const limit = (const uint8_t*)block + usable - (size_t)(state >> 32);
+  if ((const uint8_t*)dst + n > limit || (const uint8_t*)dst + n < (const uint8_t*)dst) {
+    _mi_misuse_message(EFAULT, "buffer overflow by %s: %zu bytes at %p run %zu bytes past the end of heap block %p of size %zu\n",
+                      fun, n, dst, (size_t)((const uint8_t*)dst + n - limit), (const void*)block, (size_t)(limit - (const uint8_t*)block));
+  }
 }
 
 // The trailer of the block holding p says that the user asked for `newsize`

@@ -279,6 +279,9 @@ mi_heap_t* mi_heap_set_default(mi_heap_t* heap) {
 bool mi_heap_contains_block(mi_heap_t* heap, const void* p) {
   mi_assert(heap != NULL);
   if (heap == NULL || !mi_heap_is_initialized(heap) || p == NULL) return false;
+  #if defined(MI_ZERO_AREA)
+  if (_mi_zero_area_contains(p)) return false;   // malloc(0) in secure builds: in no heap
+  #endif
   mi_page_t* page = _mi_ptr_page_of(p);
   return (page != NULL && mi_page_heap(page) == heap);
 }

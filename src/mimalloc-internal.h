@@ -210,6 +210,11 @@ size_t     _mi_usable_size_of(const void* p);
 void*      _mi_new_array_mark(void* p);
 void       _mi_free_delete(void* p, size_t size, bool array) mi_attr_noexcept;
 void       _mi_block_set_size(void* p, size_t newsize);
+void       _mi_check_write(const void* dst, size_t n, const char* fun) mi_attr_noexcept;
+#endif
+#if defined(MI_ZERO_AREA)
+void*      _mi_zero_alloc(void);
+bool       _mi_zero_area_contains(const void* p);
 #endif
 
 // ------------------------------------------------------

@@ -52,6 +52,13 @@
   #endif
 #endif
 
+// MI_ZERO_AREA: malloc(0) returns a unique address in an area of no access
+// (a read or write through it faults), freed as usual (secure level 4, whose
+// free checks the segment map before it reads anything at a pointer).
+#if (MI_SECURE >= 4) && (MI_PADDING > 0)
+  #define MI_ZERO_AREA 1
+#endif
+
 // MI_ENCODE_FREELIST: free-list links are stored encoded with per-page keys
 // and checked on decode (corruption detection; double-free detection builds
 // on it). On in debug builds, with padding, and in secure builds (level 3+).

@@ -82,6 +82,9 @@ static void mi_heap_queue_first_update(mi_heap_t* heap, const mi_page_queue_t* p
   mi_page_t* page = pq->first;
   if (page == NULL) page = (mi_page_t*)&_mi_page_empty;
   const size_t idx = _mi_wsize_from_size(size);
+  #if defined(MI_ZERO_AREA)
+  if (idx <= MI_PADDING_WSIZE) return;   // malloc(0) always takes the generic path (to the zero area)
+  #endif
   mi_page_t** pages_free = heap->pages_free_direct;
   if (pages_free[idx] == page) return;   // already set
   size_t start;

@@ -722,6 +722,9 @@ void* _mi_malloc_generic(mi_heap_t* heap, size_t size) mi_attr_noexcept {
   }
   _mi_deferred_free(heap, false);
   _mi_heap_delayed_free(heap);
+  #if defined(MI_ZERO_AREA)
+  if (size == MI_PADDING_SIZE) return _mi_zero_alloc();   // malloc(0)
+  #endif
 
   mi_page_t* page = mi_find_page(heap, size);
   if (mi_unlikely(page == NULL)) {

@@ -1295,6 +1295,9 @@ void _mi_segments_fork_child(void) {
 // pointer beyond the first 4 MiB of a huge block is not recognised.
 bool mi_is_in_heap_region(const void* p) mi_attr_noexcept {
   if (p == NULL) return false;
+  #if defined(MI_ZERO_AREA)
+  if (_mi_zero_area_contains(p)) return true;   // malloc(0) in secure builds
+  #endif
   mi_segment_t* segment = _mi_ptr_segment(p);
   if ((const void*)segment == p) return (_mi_segment_of_unit_aligned(p) != NULL);
   return _mi_segment_map_contains(segment);

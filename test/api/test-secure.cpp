@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include <alloca.h>
+#include <algorithm>
 #include <csignal>
 #include <cstring>
 #include <new>
@@ -162,11 +163,13 @@ TEST(Secure, FreeOfAFarAwayAddress) {
 
 TEST(Secure, FreeInsideABlock) {
   REQUIRE_SECURE(4);
-  EXPECT_STOPS({ char* p = (char*)mi_malloc(dyn(100)); mi_free(p + 16); }, "not the start of a block");
-  EXPECT_STOPS({ char* p = (char*)mi_malloc(dyn(300000)); mi_free(p + 65536); }, "not the start of a block");
-  EXPECT_STOPS({ char* p = (char*)mi_malloc(dyn(100)); mi_free(p + 3); }, "invalid \\(unaligned\\) pointer");
-  EXPECT_STOPS({ char* p = (char*)mi_malloc(dyn(100)); mi_free(p + 8); }, "not the start of a block");
-  EXPECT_STOPS({ char* p = (char*)mi_malloc(dyn(5000)); mi_free(p + 4000); }, "not the start of a block");
+  // (a fresh heap: its pages hold no aligned blocks, where any address inside
+  // a block names the block, see docs/secure.md)
+  EXPECT_STOPS({ char* p = (char*)mi_heap_malloc(mi_heap_new(), dyn(100)); mi_free(p + 16); }, "not the start of a block");
+  EXPECT_STOPS({ char* p = (char*)mi_heap_malloc(mi_heap_new(), dyn(300000)); mi_free(p + 65536); }, "not the start of a block");
+  EXPECT_STOPS({ char* p = (char*)mi_heap_malloc(mi_heap_new(), dyn(100)); mi_free(p + 3); }, "invalid \\(unaligned\\) pointer");
+  EXPECT_STOPS({ char* p = (char*)mi_heap_malloc(mi_heap_new(), dyn(100)); mi_free(p + 8); }, "not the start of a block");
+  EXPECT_STOPS({ char* p = (char*)mi_heap_malloc(mi_heap_new(), dyn(5000)); mi_free(p + 4000); }, "not the start of a block");
 }
 
 // Of `n` fresh blocks of `size`, the one at the highest address: it has a
@@ -303,6 +306,62 @@ TEST(Secure, AFreshBlockHoldsNoLink) {
   for (int i = 0; i < 2; i++) {
     uintptr_t* p = (uintptr_t*)opaque(mi_malloc(dyn(24)));
     EXPECT_EQ(p[0], 0u);
+  }
+}
+
+TEST(Secure, MallocZeroIsAUniquePointerWhoseAccessFaults) {
+  REQUIRE_SECURE(4);
+  std::vector<void*> zeros;
+  for (int i = 0; i < 1000; i++) {
+    void* p = mi_malloc(dyn(0));
+    ASSERT_NE(p, nullptr);
+    EXPECT_EQ(mi_usable_size(p), 0u);
+    zeros.push_back(p);
+  }
+  zeros.push_back(mi_calloc(dyn(0), 8));
+  zeros.push_back(mi_zalloc(dyn(0)));
+  zeros.push_back(mi_malloc_aligned(dyn(0), 16));
+  zeros.push_back(::operator new(dyn(0)));
+  std::vector<void*> sorted = zeros;
+  std::sort(sorted.begin(), sorted.end());
+  EXPECT_EQ(std::adjacent_find(sorted.begin(), sorted.end()), sorted.end()) << "two live malloc(0) pointers are equal";
+  char* grown = (char*)mi_realloc(zeros[0], dyn(10));   // a zero-size block grows like any other
+  ASSERT_NE(grown, nullptr);
+  memset(grown, 1, 10);
+  zeros[0] = grown;
+  ::operator delete(zeros.back());
+  zeros.pop_back();
+  for (void* p : zeros) mi_free(p);
+  EXPECT_EXIT({ volatile char* p = (volatile char*)mi_malloc(dyn(0)); char c = p[0]; std::_Exit(c); },
+              testing::KilledBySignal(SIGSEGV), "");
+  EXPECT_EXIT({ volatile char* p = (volatile char*)mi_malloc(dyn(0)); p[0] = 1; std::_Exit(0); },
+              testing::KilledBySignal(SIGSEGV), "");
+  EXPECT_STOPS({ void* p = mi_malloc(dyn(0)); mi_free(p); mi_free(p); }, "double free detected of block .* with size 0");
+}
+
+// With the override (the static library defines them), memcpy, memmove and
+// memset check writes into our blocks against the size asked for.
+TEST(Secure, MemcpyMemmoveMemsetAreBoundsChecked) {
+  REQUIRE_SECURE(4);
+#if !defined(MI_TEST_OVERRIDE)
+  GTEST_SKIP() << "needs the override (MI_OVERRIDE)";
+#endif
+  static char src[16384];
+  EXPECT_STOPS({ char* p = (char*)mi_malloc(dyn(100)); memcpy(opaque(p), src, dyn(101)); },
+               "buffer overflow by memcpy: 101 bytes at .* run 1 bytes past the end of heap block .* of size 100");
+  EXPECT_STOPS({ char* p = (char*)mi_malloc(dyn(100)); memmove(opaque(p) + 50, p, dyn(60)); }, "buffer overflow by memmove");
+  EXPECT_STOPS({ char* p = (char*)mi_malloc(dyn(5000)); memset(opaque(p) + 1000, 0, dyn(4032)); }, "buffer overflow by memset");
+  EXPECT_STOPS({ char* p = (char*)mi_malloc(dyn(64)); memset(opaque(p), 0, dyn(64 + 4096)); }, "buffer overflow by memset");   // by a page
+  EXPECT_STOPS({ char* p = (char*)mi_malloc(dyn(64)); mi_free(p); memset(opaque(p), 0, dyn(16)); }, "write after free: memset of 16 bytes");
+  for (size_t n : { 1, 24, 100, 5000, 300000 }) {   // within bounds: nothing to say
+    char* p = (char*)mi_malloc(dyn(n));
+    memset(opaque(p), 1, dyn(n));
+    memcpy(p, src, dyn(n < sizeof(src) ? n : sizeof(src)));
+    memmove(p + n / 2, p, dyn(n - n / 2));
+    char* a = (char*)mi_malloc_aligned(dyn(n), 64);
+    memset(opaque(a), 2, dyn(n));
+    mi_free(a);
+    mi_free(p);
   }
 }
 
