@@ -23,12 +23,14 @@
 #include <stdlib.h>   // realpath
 #include <limits.h>   // PATH_MAX
 
+#if (MI_SECURE > 0) || (MI_PADDING > 0)
 // Whether p is the start of one of the page's blocks (below its capacity).
 static inline bool mi_page_is_block_start(const mi_page_t* page, const void* p) {
   const size_t bsize = mi_page_block_size(page);
   const size_t ofs = (size_t)((const uint8_t*)p - page->page_start);
   return ((const uint8_t*)p >= page->page_start && ofs % bsize == 0 && ofs / bsize < page->capacity);
 }
+#endif
 
 // ---------------------------------------------------------------------------
 // Allocation fast path
@@ -122,9 +124,17 @@ void _mi_block_zero_init(const mi_page_t* page, void* p, size_t size) {
   }
 }
 
+// Whether a block of `size` has bytes (and a page): secure builds serve
+// malloc(0) from the zero area, other builds with a block like any other.
+#if defined(MI_ZERO_AREA)
+#define mi_block_has_bytes(size)  ((size) > 0)
+#else
+#define mi_block_has_bytes(size)  (true)
+#endif
+
 void* _mi_heap_malloc_zero(mi_heap_t* heap, size_t size, bool zero) mi_attr_noexcept {
   void* p = mi_heap_malloc(heap, size);
-  if (zero && p != NULL && size > 0) {   // (nothing to zero: and secure builds' p has no page)
+  if (zero && p != NULL && mi_block_has_bytes(size)) {
     _mi_block_zero_init(_mi_ptr_page_of(p), p, size);
   }
   return p;
@@ -140,7 +150,7 @@ mi_decl_restrict void* mi_zalloc(size_t size) mi_attr_noexcept {
 
 mi_decl_restrict void* mi_zalloc_small(size_t size) mi_attr_noexcept {
   void* p = mi_malloc_small(size);
-  if (p != NULL && size > 0) _mi_block_zero_init(_mi_ptr_page_of(p), p, size);   // (as _mi_heap_malloc_zero)
+  if (p != NULL && mi_block_has_bytes(size)) _mi_block_zero_init(_mi_ptr_page_of(p), p, size);
   return p;
 }
 
