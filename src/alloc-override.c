@@ -147,7 +147,7 @@ MI_DECL_WEAK void  _ZdaPvSt11align_val_tRKSt9nothrow_t(void* p, size_t al, MI_NO
 // compiler expands inline, and calls a program compiled with
 // _FORTIFY_SOURCE makes to the __*_chk entry points, are not seen.
 // ---------------------------------------------------------------------------
-#if (MI_SECURE >= 4) && (MI_PADDING > 0) && defined(__GLIBC__)
+#if defined(MI_CHECKED_MEMCPY)
 // (called through pointers the compiler cannot see through: it knows
 // __memcpy_chk and turns a call whose two sizes are equal back into memcpy,
 // which is this very function; clang does, by the symbol's name)
@@ -157,6 +157,10 @@ extern void* __memset_chk(void* dst, int c, size_t n, size_t dstlen);
 static void* (*volatile mi_libc_memcpy_chk)(void*, const void*, size_t, size_t) = &__memcpy_chk;
 static void* (*volatile mi_libc_memmove_chk)(void*, const void*, size_t, size_t) = &__memmove_chk;
 static void* (*volatile mi_libc_memset_chk)(void*, int, size_t, size_t) = &__memset_chk;
+
+void _mi_memzero(void* p, size_t n) {
+  mi_libc_memset_chk(p, 0, n, n);
+}
 
 __attribute__((visibility("default"), noinline)) void* memcpy(void* dst, const void* src, size_t n) {
   _mi_check_write(dst, n, "memcpy");

@@ -36,6 +36,17 @@ static inline bool mi_page_is_block_start(const mi_page_t* page, const void* p) 
 // Allocation fast path
 // ---------------------------------------------------------------------------
 
+#if defined(MI_ZERO_ON_FREE)
+// A block handed out again does not read zero past its link word: something
+// wrote into it while it was free. Report, and zero it (when going on).
+mi_decl_noinline mi_decl_cold void _mi_block_written_after_free(const mi_page_t* page, mi_block_t* block, size_t ofs) {
+  const size_t usable = mi_page_usable_block_size(page);
+  _mi_misuse_message(EFAULT, "write after free in heap block %p of size %zu: byte %zu was written after the block was freed\n",
+                    (void*)block, usable, ofs);
+  mi_block_zero(block, usable);
+}
+#endif
+
 // Pop a block from a page known to have free blocks; else take the slow path.
 void* _mi_page_malloc(mi_heap_t* heap, mi_page_t* page, size_t size) mi_attr_noexcept {
   mi_block_t* const block = page->free;
@@ -44,6 +55,14 @@ void* _mi_page_malloc(mi_heap_t* heap, mi_page_t* page, size_t size) mi_attr_noe
   }
   page->free = mi_block_next(page, block);
   page->used++;
+  #if defined(MI_ZERO_ON_FREE)
+  // the block was zeroed when it was freed (or added): it must still be
+  if (mi_page_zeroes_on_free(page)) {
+    const size_t usable = mi_page_usable_block_size(page);
+    const size_t ofs = mi_block_nonzero_offset(block, usable);
+    if (mi_unlikely(ofs < usable)) _mi_block_written_after_free(page, block, ofs);
+  }
+  #endif
   #if (MI_DEBUG > 0)
   memset(block, MI_DEBUG_UNINIT, mi_page_usable_block_size(page));   // recognisable fresh memory
   #elif (MI_SECURE > 0)
@@ -116,7 +135,7 @@ mi_decl_restrict void* mi_malloc(size_t size) mi_attr_noexcept {
 void _mi_block_zero_init(const mi_page_t* page, void* p, size_t size) {
   mi_assert_internal(p != NULL);
   mi_assert_internal(mi_usable_size(p) >= size);
-  if (page->is_zero && size > sizeof(mi_block_t) && MI_DEBUG == 0) {   // debug builds filled the block
+  if ((page->is_zero || mi_page_zeroes_on_free(page)) && size > sizeof(mi_block_t) && MI_DEBUG == 0) {   // debug builds filled the block
     ((mi_block_t*)p)->next = 0;
   }
   else {
@@ -255,6 +274,7 @@ static inline bool mi_free_check_trailers(const mi_page_t* page, mi_block_t* blo
                   !mi_trailer_fill_intact(block, usable, (size_t)(state >> 32)))) {
     if (!mi_free_trailer_failed(page, block, usable, state)) return false;
   }
+  if (mi_page_zeroes_on_free(page)) mi_block_zero(block, usable);   // freed memory reads zero
   const size_t bsize = usable + MI_PADDING_SIZE;
   if ((const uint8_t*)block >= page->page_start + bsize) {
     const mi_block_t* const below = (const mi_block_t*)((const uint8_t*)block - bsize);
@@ -331,7 +351,7 @@ static inline bool mi_free_checks(const mi_page_t* page, mi_block_t* block, bool
   if (local && mi_unlikely(mi_check_is_double_free(page, block))) return false;
   #endif
   #if (MI_DEBUG > 0)
-  memset(block, MI_DEBUG_FREED, mi_page_usable_block_size(page));
+  if (!mi_page_zeroes_on_free(page)) memset(block, MI_DEBUG_FREED, mi_page_usable_block_size(page));
   #endif
   return true;
 }

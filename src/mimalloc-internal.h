@@ -212,6 +212,17 @@ void       _mi_free_delete(void* p, size_t size, bool array) mi_attr_noexcept;
 void       _mi_block_set_size(void* p, size_t newsize);
 void       _mi_check_write(const void* dst, size_t n, const char* fun) mi_attr_noexcept;
 #endif
+// Zero n bytes with the C library's code (the secure library's own memset
+// checks its destination: free, which zeroes blocks it has just marked
+// free, must not go through it).
+#if defined(MI_CHECKED_MEMCPY)
+void       _mi_memzero(void* p, size_t n);   // alloc-override.c
+#else
+static inline void _mi_memzero(void* p, size_t n) { memset(p, 0, n); }
+#endif
+#if defined(MI_ZERO_ON_FREE)
+void       _mi_block_written_after_free(const mi_page_t* page, mi_block_t* block, size_t ofs);
+#endif
 #if defined(MI_ZERO_AREA)
 void*      _mi_zero_alloc(void);
 bool       _mi_zero_area_contains(const void* p);
@@ -678,6 +689,18 @@ static inline void mi_block_set_next(const mi_page_t* page, mi_block_t* block, c
   #endif
 }
 
+// Secure builds zero the blocks of small and medium pages when they are freed
+// (MI_ZERO_ON_FREE): a block of such a page on a free list reads zero past its
+// link word.
+static inline bool mi_page_zeroes_on_free(const mi_page_t* page) {
+  #if defined(MI_ZERO_ON_FREE)
+  return (page->xblock_size <= MI_MEDIUM_OBJ_SIZE_MAX);
+  #else
+  (void)page;
+  return false;
+  #endif
+}
+
 #if (MI_PADDING > 0)
 // A block's trailer: the last word of every block, the block's encoded
 // address xor its state. While the block is handed out the state is
@@ -722,6 +745,55 @@ static inline bool mi_trailer_state_is_live(uint64_t state, size_t usable) {
 // live or free (the check of a neighbour)
 static inline bool mi_trailer_state_is_intact(uint64_t state, size_t usable) {
   return (((uint32_t)state | MI_TRAILER_ARRAY | 0x100u) == (MI_TRAILER_LIVE | MI_TRAILER_ARRAY | 0x100u) && (state >> 32) <= usable);
+}
+// Zero-on-free helpers: sizes are multiples of 8 and at least 8; short
+// lengths use overlapping 8-byte stores and loads (no loop, no call).
+static inline uint64_t mi_load8(const uint8_t* p) { uint64_t x; memcpy(&x, p, 8); return x; }
+static inline void mi_store8_zero(uint8_t* p) { const uint64_t z = 0; memcpy(p, &z, 8); }
+
+// Zero a block's `usable` bytes.
+static inline void mi_block_zero(mi_block_t* block, size_t usable) {
+  uint8_t* const p = (uint8_t*)block;
+  if (usable <= 16) {
+    mi_store8_zero(p); mi_store8_zero(p + usable - 8);
+  }
+  else if (usable <= 32) {
+    mi_store8_zero(p); mi_store8_zero(p + 8); mi_store8_zero(p + usable - 16); mi_store8_zero(p + usable - 8);
+  }
+  else {
+    _mi_memzero(p, usable);
+  }
+}
+
+// The offset of the first word past the link that is not zero (`usable` if
+// there is none): a block taken from a free list of a page that zeroes on free.
+static inline size_t mi_block_nonzero_offset(const mi_block_t* block, size_t usable) {
+  const uint8_t* const p = (const uint8_t*)block + 8;   // past the link
+  const size_t m = usable - 8;
+  uint64_t any;
+  if (m <= 16) {
+    any = (m == 0 ? 0 : mi_load8(p) | mi_load8(p + m - 8));
+  }
+  else {
+    // (64 bytes a round into four words the compiler keeps in vector
+    // registers, then the rest)
+    const uint64_t* const w = (const uint64_t*)p;
+    const size_t n = m / 8;
+    uint64_t a0 = 0, a1 = 0, a2 = 0, a3 = 0;
+    size_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+      a0 |= w[i] | w[i + 4];
+      a1 |= w[i + 1] | w[i + 5];
+      a2 |= w[i + 2] | w[i + 6];
+      a3 |= w[i + 3] | w[i + 7];
+    }
+    for (; i < n; i++) a0 |= w[i];
+    any = a0 | a1 | a2 | a3;
+  }
+  if (mi_likely(any == 0)) return usable;
+  size_t ofs = 8;
+  while (mi_load8((const uint8_t*)block + ofs) == 0) ofs += 8;
+  return ofs;
 }
 static inline void mi_trailer_set_free(const mi_page_t* page, mi_block_t* block, size_t usable) {
   mi_trailer_store(mi_trailer_of(block, usable), mi_trailer_key(page, block) ^ MI_TRAILER_FREE);

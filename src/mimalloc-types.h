@@ -59,6 +59,22 @@
   #define MI_ZERO_AREA 1
 #endif
 
+// MI_CHECKED_MEMCPY: the overriding secure library exports memcpy, memmove
+// and memset that check a destination inside one of our blocks (glibc:
+// they copy through its checking entry points).
+#if defined(MI_ZERO_AREA) && defined(MI_MALLOC_OVERRIDE) && defined(__GLIBC__)
+  #define MI_CHECKED_MEMCPY 1
+#endif
+
+// MI_ZERO_ON_FREE: a freed block is zeroed and, when it is handed out again,
+// checked to still read zero past its link word: freed memory reads as zero,
+// and a write after free anywhere in the block is caught at the latest when
+// the block is reused (secure level 4; blocks of small and medium pages, up
+// to MI_MEDIUM_OBJ_SIZE_MAX; calloc then needs no memset for them).
+#if (MI_SECURE >= 4) && (MI_PADDING > 0)
+  #define MI_ZERO_ON_FREE 1
+#endif
+
 // MI_ENCODE_FREELIST: free-list links are stored encoded with per-page keys
 // and checked on decode (corruption detection; double-free detection builds
 // on it). On in debug builds, with padding, and in secure builds (level 3+).

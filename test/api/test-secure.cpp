@@ -286,6 +286,60 @@ TEST(Secure, AJustFreedBlockIsNotTheNextOne) {
   }
 }
 
+// Allocate blocks of `size` from `heap` until `p` comes back (NULL if it
+// does not within `max` allocations).
+static void* allocate_until(mi_heap_t* heap, size_t size, const void* p, int max = 100000) {
+  for (int i = 0; i < max; i++) {
+    void* q = mi_heap_malloc(heap, dyn(size));
+    if (q == p) return q;
+  }
+  return nullptr;
+}
+
+TEST(Secure, FreedMemoryReadsZero) {
+  REQUIRE_SECURE(4);
+  for (size_t size : { 24, 200, 5000, 100000 }) {
+    char* p = (char*)mi_malloc(dyn(size));
+    memset(p, 0x5A, size);
+    char* keep = (char*)mi_malloc(dyn(size));   // the page stays in use
+    mi_free(p);
+    size_t nonzero = 0;
+    for (size_t i = sizeof(void*); i < size; i++) nonzero += (((volatile char*)p)[i] != 0);
+    EXPECT_EQ(nonzero, 0u) << "size " << size << ": freed bytes (past the link word) that do not read zero";
+    mi_free(keep);
+  }
+}
+
+TEST(Secure, WriteAfterFreeIsCaughtWhenTheBlockIsReused) {
+  REQUIRE_SECURE(4);
+  for (size_t size : { 32, 100, 3000, 60000 }) {
+    for (size_t at : { sizeof(void*), size / 2, size - 1 }) {
+      EXPECT_STOPS({
+        mi_heap_t* heap = mi_heap_new();
+        char* p = (char*)mi_heap_malloc(heap, dyn(size));
+        mi_free(p);
+        ((volatile char*)p)[at] = 1;   // a write into the freed block
+        allocate_until(heap, size, p);
+      }, "write after free in heap block .* was written after the block was freed");
+    }
+  }
+}
+
+TEST(Secure, ReusedBlocksAreZeroForCalloc) {
+  REQUIRE_SECURE(4);
+  mi_heap_t* heap = mi_heap_new();
+  for (int round = 0; round < 200; round++) {
+    void* blocks[16];
+    for (void*& b : blocks) {
+      b = mi_heap_calloc(heap, 1, dyn(24 + (size_t)round * 8));
+      ASSERT_TRUE(is_zero(b, 24 + (size_t)round * 8)) << "round " << round;
+      memset(b, 0xEE, 24 + (size_t)round * 8);
+    }
+    for (void* b : blocks) mi_free(b);
+  }
+  mi_heap_destroy(heap);
+}
+
 TEST(Secure, FreshBlocksComeInRandomOrder) {
   REQUIRE_SECURE(1);
   mi_heap_t* heap = mi_heap_new();
