@@ -269,7 +269,9 @@ static mi_decl_noinline mi_decl_cold void mi_free_underflow(const mi_block_t* bl
 static inline bool mi_free_check_trailers(const mi_page_t* page, mi_block_t* block) {
   const size_t usable = mi_page_usable_block_size(page);
   if (mi_unlikely(usable < sizeof(mi_block_t))) return true;   // 8-byte blocks: no room
-  const uint64_t state = mi_trailer_state(page, block, usable);
+  uint8_t* const trailer = mi_trailer_of(block, usable);
+  const uint64_t key = mi_trailer_key(page, block);   // (once: for the check and for the free state)
+  const uint64_t state = mi_trailer_load(trailer) ^ key;
   if (mi_unlikely(!mi_trailer_state_is_live(state, usable) ||
                   !mi_trailer_fill_intact(block, usable, (size_t)(state >> 32)))) {
     if (!mi_free_trailer_failed(page, block, usable, state)) return false;
@@ -282,7 +284,7 @@ static inline bool mi_free_check_trailers(const mi_page_t* page, mi_block_t* blo
       mi_free_underflow(block, usable);
     }
   }
-  mi_trailer_set_free(page, block, usable);
+  mi_trailer_store(trailer, key ^ MI_TRAILER_FREE);
   return true;
 }
 #endif
