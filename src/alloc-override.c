@@ -158,8 +158,8 @@ static void* (*volatile mi_libc_memcpy_chk)(void*, const void*, size_t, size_t) 
 static void* (*volatile mi_libc_memmove_chk)(void*, const void*, size_t, size_t) = &__memmove_chk;
 static void* (*volatile mi_libc_memset_chk)(void*, int, size_t, size_t) = &__memset_chk;
 
-void _mi_memzero(void* p, size_t n) {
-  mi_libc_memset_chk(p, 0, n, n);
+void _mi_memset(void* p, int c, size_t n) {
+  mi_libc_memset_chk(p, c, n, n);
 }
 
 __attribute__((visibility("default"), noinline)) void* memcpy(void* dst, const void* src, size_t n) {

@@ -64,7 +64,7 @@ void* _mi_page_malloc(mi_heap_t* heap, mi_page_t* page, size_t size) mi_attr_noe
   }
   #endif
   #if (MI_DEBUG > 0)
-  memset(block, MI_DEBUG_UNINIT, mi_page_usable_block_size(page));   // recognisable fresh memory
+  _mi_memset(block, MI_DEBUG_UNINIT, mi_page_usable_block_size(page));   // recognisable fresh memory
   #elif (MI_SECURE > 0)
   block->next = 0;   // no encoded link reaches the program
   #endif
@@ -139,7 +139,7 @@ void _mi_block_zero_init(const mi_page_t* page, void* p, size_t size) {
     ((mi_block_t*)p)->next = 0;
   }
   else {
-    memset(p, 0, mi_usable_size(p));
+    _mi_memzero(p, mi_usable_size(p));
   }
 }
 
@@ -258,6 +258,11 @@ static mi_decl_noinline mi_decl_cold bool mi_free_trailer_failed(const mi_page_t
   return true;   // (when the process goes on) the block itself is fine to free
 }
 
+static mi_decl_noinline mi_decl_cold void mi_free_overflow_above(const mi_block_t* block, const mi_block_t* above, size_t usable) {
+  _mi_misuse_message(EFAULT, "buffer overflow in heap block %p of size %zu: its canary is damaged (found on the free of the block %p below it; a write past its end, or before the start of the block above it)\n",
+                    (const void*)above, usable, (const void*)block);
+}
+
 static mi_decl_noinline mi_decl_cold void mi_free_underflow(const mi_block_t* block, size_t usable) {
   _mi_misuse_message(EFAULT, "buffer underflow in heap block %p of size %zu: the canary below it is damaged (a write before its start, or past the end of the block below)\n",
                     (const void*)block, usable);
@@ -266,7 +271,7 @@ static mi_decl_noinline mi_decl_cold void mi_free_underflow(const mi_block_t* bl
 // The trailer checks of a free: this block's trailer must be live with its
 // fill intact, the trailer below it (its front canary) live or free; then it
 // reads free. False: do not free.
-static inline bool mi_free_check_trailers(const mi_page_t* page, mi_block_t* block) {
+static inline bool mi_free_check_trailers(const mi_page_t* page, mi_block_t* block, bool local) {
   const size_t usable = mi_page_usable_block_size(page);
   if (mi_unlikely(usable < sizeof(mi_block_t))) return true;   // 8-byte blocks: no room
   uint8_t* const trailer = mi_trailer_of(block, usable);
@@ -277,11 +282,26 @@ static inline bool mi_free_check_trailers(const mi_page_t* page, mi_block_t* blo
     if (!mi_free_trailer_failed(page, block, usable, state)) return false;
   }
   if (mi_page_zeroes_on_free(page)) mi_block_zero(block, usable);   // freed memory reads zero
+  // the neighbours: the trailer below this block (its front canary: the
+  // block below's trailer, or the page's front canary) must be intact; the
+  // owner thread, the only one that writes fills and live trailers in the
+  // page, also checks the fill of a live block below and the trailer and
+  // fill of the block above (an overflow of either neighbour)
   const size_t bsize = usable + MI_PADDING_SIZE;
-  if ((const uint8_t*)block >= page->page_start + bsize) {
+  if ((const uint8_t*)block >= page->page_start + bsize || page->has_front_canary) {
     const mi_block_t* const below = (const mi_block_t*)((const uint8_t*)block - bsize);
-    if (mi_unlikely(!mi_trailer_state_is_intact(mi_trailer_state(page, below, usable), usable))) {
+    const uint64_t bstate = mi_trailer_state(page, below, usable);
+    if (mi_unlikely(!mi_trailer_state_is_intact(bstate, usable) ||
+                    (local && !mi_trailer_fill_intact(below, usable, (size_t)(bstate >> 32))))) {
       mi_free_underflow(block, usable);
+    }
+  }
+  const mi_block_t* const above = (const mi_block_t*)((const uint8_t*)block + bsize);
+  if (local && (const uint8_t*)above < page->page_start + (size_t)page->capacity * bsize) {
+    const uint64_t astate = mi_trailer_state(page, above, usable);
+    if (mi_unlikely(!mi_trailer_state_is_intact(astate, usable) ||
+                    !mi_trailer_fill_intact(above, usable, (size_t)(astate >> 32)))) {
+      mi_free_overflow_above(block, above, usable);
     }
   }
   mi_trailer_store(trailer, key ^ MI_TRAILER_FREE);
@@ -348,12 +368,12 @@ static void mi_stat_free(const mi_page_t* page, const mi_block_t* block) {
 static inline bool mi_free_checks(const mi_page_t* page, mi_block_t* block, bool local) {
   (void)page; (void)block; (void)local;
   #if (MI_PADDING > 0)
-  if (!mi_free_check_trailers(page, block)) return false;
+  if (!mi_free_check_trailers(page, block, local)) return false;
   #else
   if (local && mi_unlikely(mi_check_is_double_free(page, block))) return false;
   #endif
   #if (MI_DEBUG > 0)
-  if (!mi_page_zeroes_on_free(page)) memset(block, MI_DEBUG_FREED, mi_page_usable_block_size(page));
+  if (!mi_page_zeroes_on_free(page)) _mi_memset(block, MI_DEBUG_FREED, mi_page_usable_block_size(page));
   #endif
   return true;
 }
@@ -856,7 +876,7 @@ void _mi_realloc_move(void* newp, void* p, size_t size, size_t newsize, bool zer
   if (zero && newsize > size) {
     // from the last word of the old block (it may hold padding) to the end
     const size_t start = (size >= sizeof(intptr_t) ? size - sizeof(intptr_t) : 0);
-    memset((uint8_t*)newp + start, 0, mi_usable_size(newp) - start);
+    _mi_memzero((uint8_t*)newp + start, mi_usable_size(newp) - start);
   }
   memcpy(newp, p, (newsize > size ? size : newsize));
   mi_free(p);   // only free if successful

@@ -212,14 +212,15 @@ void       _mi_free_delete(void* p, size_t size, bool array) mi_attr_noexcept;
 void       _mi_block_set_size(void* p, size_t newsize);
 void       _mi_check_write(const void* dst, size_t n, const char* fun) mi_attr_noexcept;
 #endif
-// Zero n bytes with the C library's code (the secure library's own memset
-// checks its destination: free, which zeroes blocks it has just marked
-// free, must not go through it).
+// The library's own writes into blocks (fills, zeroing) use the C library's
+// memset: the secure library's exported memset checks that its destination
+// is a live block written within its size, which these writes need not be.
 #if defined(MI_CHECKED_MEMCPY)
-void       _mi_memzero(void* p, size_t n);   // alloc-override.c
+void       _mi_memset(void* p, int c, size_t n);   // alloc-override.c
 #else
-static inline void _mi_memzero(void* p, size_t n) { memset(p, 0, n); }
+static inline void _mi_memset(void* p, int c, size_t n) { memset(p, c, n); }
 #endif
+static inline void _mi_memzero(void* p, size_t n) { _mi_memset(p, 0, n); }
 #if defined(MI_ZERO_ON_FREE)
 void       _mi_block_written_after_free(const mi_page_t* page, mi_block_t* block, size_t ofs);
 #endif
@@ -801,9 +802,8 @@ static inline void mi_trailer_set_free(const mi_page_t* page, mi_block_t* block,
 // Hand a block out for `delta` bytes less than its usable size (usable >= 8).
 static inline void mi_trailer_set_live(const mi_page_t* page, mi_block_t* block, size_t usable, size_t delta) {
   uint8_t* const end = mi_trailer_of(block, usable);
-  mi_trailer_store(end, mi_trailer_key(page, block) ^ (MI_TRAILER_LIVE | ((uint64_t)delta << 32)));
   #if (MI_DEBUG > 0)
-  memset(end - delta, MI_DEBUG_PADDING, delta);   // debug builds: all of the fill
+  _mi_memset(end - delta, MI_DEBUG_PADDING, delta);   // debug builds: all of the fill
   #else
   if (delta >= 8) {
     mi_trailer_store(end - delta, MI_TRAILER_PATTERN);   // the first 8 fill bytes
@@ -816,6 +816,10 @@ static inline void mi_trailer_set_live(const mi_page_t* page, mi_block_t* block,
     mi_trailer_store(end - 8, (w & keep) | (MI_TRAILER_PATTERN & ~keep));
   }
   #endif
+  // (the trailer last: an owner thread that checks this block as the
+  // neighbour of one it frees, while another thread reallocates it in place,
+  // sees a live trailer only with its fill)
+  mi_trailer_store(end, mi_trailer_key(page, block) ^ (MI_TRAILER_LIVE | ((uint64_t)delta << 32)));
 }
 // Are the fill bytes after the user data intact? (usable >= 8)
 static inline bool mi_trailer_fill_intact(const mi_block_t* block, size_t usable, size_t delta) {

@@ -254,6 +254,7 @@ typedef struct mi_page_s {
   uint8_t  is_committed:1;      // memory is accessible
   uint8_t  is_zero_init:1;      // memory was known zero when the page was initialised
   uint8_t  retire_counted:1;    // retired, and counted in its heap's page_retired_size
+  uint8_t  has_front_canary:1;  // (trailer builds) the word before the first block is a canary
   uint16_t capacity;            // blocks threaded into free lists at least once
   uint16_t reserved;            // blocks that fit in the page area
   mi_page_flags_t xflags;       // MI_PAGE_IN_FULL | MI_PAGE_HAS_ALIGNED | MI_PAGE_HAS_SAMPLED

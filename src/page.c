@@ -558,7 +558,8 @@ static void mi_page_init(mi_heap_t* heap, mi_page_t* page, size_t block_size) {
   // big-alignment blocks live in huge segments but may be small: mark them huge
   const bool sentinel = (block_size >= MI_HUGE_BLOCK_SIZE || segment->aligned_block != NULL);
   page->xblock_size = (sentinel ? MI_HUGE_BLOCK_SIZE : (uint32_t)block_size);
-  uint8_t* const page_start = _mi_segment_page_start(segment, page, page->xblock_size, &page_size, NULL);
+  size_t pre_size;
+  uint8_t* const page_start = _mi_segment_page_start(segment, page, page->xblock_size, &page_size, &pre_size);
   #if (MI_SECURE > 0) || (MI_PADDING > 0)
   page->page_start = page_start;
   #else
@@ -572,6 +573,20 @@ static void mi_page_init(mi_heap_t* heap, mi_page_t* page, size_t block_size) {
   #if defined(MI_ENCODE_FREELIST)
   page->keys[0] = _mi_heap_random_next(heap);
   page->keys[1] = _mi_heap_random_next(heap);
+  #endif
+  #if (MI_PADDING > 0)
+  // the first block of page 0 may start a little after the segment header
+  // (blocks are aligned to their size): the last word of that gap reads as
+  // the trailer of a free block below the first, so an underflow of the
+  // first block is caught like any other (later pages start at a guard page
+  // or at the end of the page below)
+  page->has_front_canary = false;
+  if (!sentinel && pre_size >= MI_PADDING_SIZE && bsize >= MI_PADDING_SIZE + sizeof(mi_block_t)) {
+    mi_trailer_set_free(page, (mi_block_t*)(page_start - bsize), bsize - MI_PADDING_SIZE);
+    page->has_front_canary = true;
+  }
+  #else
+  (void)pre_size;
   #endif
   page->is_zero = page->is_zero_init;
   mi_assert_internal(page->capacity == 0);
