@@ -258,14 +258,24 @@ static mi_decl_noinline mi_decl_cold bool mi_free_trailer_failed(const mi_page_t
   return true;   // (when the process goes on) the block itself is fine to free
 }
 
-static mi_decl_noinline mi_decl_cold void mi_free_overflow_above(const mi_block_t* block, const mi_block_t* above, size_t usable) {
-  _mi_misuse_message(EFAULT, "buffer overflow in heap block %p of size %zu: its canary is damaged (found on the free of the block %p below it; a write past its end, or before the start of the block above it)\n",
-                    (const void*)above, usable, (const void*)block);
-}
-
-static mi_decl_noinline mi_decl_cold void mi_free_underflow(const mi_block_t* block, size_t usable) {
-  _mi_misuse_message(EFAULT, "buffer underflow in heap block %p of size %zu: the canary below it is damaged (a write before its start, or past the end of the block below)\n",
-                    (const void*)block, usable);
+// A neighbour of a freed block has a damaged canary (trailer or fill): an
+// underflow of the freed block or an overflow of the block below (for the
+// block below), an overflow of the block above or an underflow of the one
+// after it (for the block above). A neighbour that another thread freed
+// while it was read (its trailer changed: it zeroes the block after marking
+// it free) is not damage.
+static mi_decl_noinline mi_decl_cold void mi_free_neighbour_damaged(const mi_page_t* page, const mi_block_t* block,
+                                                                    const mi_block_t* neighbour, size_t usable, uint64_t state) {
+  atomic_thread_fence(mi_memory_order(acquire));
+  if (mi_trailer_state(page, neighbour, usable) != state) return;   // freed meanwhile
+  if (neighbour < block) {
+    _mi_misuse_message(EFAULT, "buffer underflow in heap block %p of size %zu: the canary below it is damaged (a write before its start, or past the end of the block below)\n",
+                      (const void*)block, usable);
+  }
+  else {
+    _mi_misuse_message(EFAULT, "buffer overflow in heap block %p of size %zu: its canary is damaged (found on the free of the block %p below it; a write past its end, or before the start of the block above it)\n",
+                      (const void*)neighbour, usable, (const void*)block);
+  }
 }
 
 // The trailer checks of a free: this block's trailer must be live with its
@@ -281,19 +291,25 @@ static inline bool mi_free_check_trailers(const mi_page_t* page, mi_block_t* blo
                   !mi_trailer_fill_intact(block, usable, (size_t)(state >> 32)))) {
     if (!mi_free_trailer_failed(page, block, usable, state)) return false;
   }
+  // free from here on (the trailer first: another thread that checks this
+  // block as a neighbour and sees its fill zeroed then sees it free)
+  mi_trailer_store(trailer, key ^ MI_TRAILER_FREE);
   if (mi_page_zeroes_on_free(page)) mi_block_zero(block, usable);   // freed memory reads zero
   // the neighbours: the trailer below this block (its front canary: the
   // block below's trailer, or the page's front canary) must be intact; the
-  // owner thread, the only one that writes fills and live trailers in the
-  // page, also checks the fill of a live block below and the trailer and
-  // fill of the block above (an overflow of either neighbour)
+  // owner thread, the only one that allocates in the page, also checks the
+  // fill of a live block below and the trailer and fill of the block above
+  // (an overflow of either neighbour)
+  #if defined(MI_TSAN)
+  local = false;
+  #endif
   const size_t bsize = usable + MI_PADDING_SIZE;
   if ((const uint8_t*)block >= page->page_start + bsize || page->has_front_canary) {
     const mi_block_t* const below = (const mi_block_t*)((const uint8_t*)block - bsize);
     const uint64_t bstate = mi_trailer_state(page, below, usable);
     if (mi_unlikely(!mi_trailer_state_is_intact(bstate, usable) ||
                     (local && !mi_trailer_fill_intact(below, usable, (size_t)(bstate >> 32))))) {
-      mi_free_underflow(block, usable);
+      mi_free_neighbour_damaged(page, block, below, usable, bstate);
     }
   }
   const mi_block_t* const above = (const mi_block_t*)((const uint8_t*)block + bsize);
@@ -301,10 +317,9 @@ static inline bool mi_free_check_trailers(const mi_page_t* page, mi_block_t* blo
     const uint64_t astate = mi_trailer_state(page, above, usable);
     if (mi_unlikely(!mi_trailer_state_is_intact(astate, usable) ||
                     !mi_trailer_fill_intact(above, usable, (size_t)(astate >> 32)))) {
-      mi_free_overflow_above(block, above, usable);
+      mi_free_neighbour_damaged(page, block, above, usable, astate);
     }
   }
-  mi_trailer_store(trailer, key ^ MI_TRAILER_FREE);
   return true;
 }
 #endif

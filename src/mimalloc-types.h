@@ -75,6 +75,17 @@
   #define MI_ZERO_ON_FREE 1
 #endif
 
+// MI_TSAN: built with ThreadSanitizer (CMake MI_DEBUG_TSAN). The checks that
+// read a neighbour block's fill while another thread may free (and fill or
+// zero) it are left out: benign races, on purpose, that the sanitizer reports.
+#if defined(__SANITIZE_THREAD__)
+  #define MI_TSAN 1
+#elif defined(__has_feature)
+  #if __has_feature(thread_sanitizer)
+    #define MI_TSAN 1
+  #endif
+#endif
+
 // MI_ENCODE_FREELIST: free-list links are stored encoded with per-page keys
 // and checked on decode (corruption detection; double-free detection builds
 // on it). On in debug builds, with padding, and in secure builds (level 3+).
