@@ -219,6 +219,7 @@ void _mi_block_next_corrupt(const mi_page_t* page, const mi_block_t* block, cons
 static size_t mi_page_usable_size_of(const mi_page_t* page, const mi_block_t* block) {
   const size_t usable = mi_page_usable_block_size(page);
   if (usable < sizeof(mi_block_t)) return usable;
+  if (((uintptr_t)block % MI_INTPTR_SIZE) != 0) return 0;   // not a block (trailers are aligned words)
   const uint64_t state = mi_trailer_state(page, block, usable);
   return (mi_trailer_state_is_live(state, usable) ? usable - (size_t)(state >> 32) : 0);
 }

@@ -727,15 +727,19 @@ static inline uint64_t mi_trailer_key(const mi_page_t* page, const mi_block_t* b
 static inline uint8_t* mi_trailer_of(const mi_block_t* block, size_t usable) {
   return ((uint8_t*)block + usable);
 }
-// (word accesses through memcpy: a pointer being checked may be unaligned)
+// Trailers are 8-aligned words (blocks start 8-aligned; a freed pointer is
+// checked to be before its trailer is read), accessed as relaxed atomics
+// (plain moves on x86-64): the free of a block reads its neighbours'
+// trailers while other threads may free those neighbours. Fill bytes and
+// block contents go through mi_load8/mi_store8 (any alignment).
 static inline uint64_t mi_trailer_load(const uint8_t* trailer) {
-  uint64_t w;
-  memcpy(&w, trailer, sizeof(w));
-  return w;
+  return __atomic_load_n((const uint64_t*)(const void*)trailer, __ATOMIC_RELAXED);
 }
 static inline void mi_trailer_store(uint8_t* trailer, uint64_t w) {
-  memcpy(trailer, &w, sizeof(w));
+  __atomic_store_n((uint64_t*)(void*)trailer, w, __ATOMIC_RELAXED);
 }
+static inline uint64_t mi_load8(const uint8_t* p) { uint64_t x; memcpy(&x, p, 8); return x; }
+static inline void mi_store8(uint8_t* p, uint64_t x) { memcpy(p, &x, 8); }
 // The trailer's state: MI_TRAILER_LIVE | delta << 32, MI_TRAILER_FREE, or damage.
 static inline uint64_t mi_trailer_state(const mi_page_t* page, const mi_block_t* block, size_t usable) {
   return (mi_trailer_load(mi_trailer_of(block, usable)) ^ mi_trailer_key(page, block));
@@ -749,8 +753,7 @@ static inline bool mi_trailer_state_is_intact(uint64_t state, size_t usable) {
 }
 // Zero-on-free helpers: sizes are multiples of 8 and at least 8; short
 // lengths use overlapping 8-byte stores and loads (no loop, no call).
-static inline uint64_t mi_load8(const uint8_t* p) { uint64_t x; memcpy(&x, p, 8); return x; }
-static inline void mi_store8_zero(uint8_t* p) { const uint64_t z = 0; memcpy(p, &z, 8); }
+static inline void mi_store8_zero(uint8_t* p) { mi_store8(p, 0); }
 
 // Zero a block's `usable` bytes.
 static inline void mi_block_zero(mi_block_t* block, size_t usable) {
@@ -806,14 +809,14 @@ static inline void mi_trailer_set_live(const mi_page_t* page, mi_block_t* block,
   _mi_memset(end - delta, MI_DEBUG_PADDING, delta);   // debug builds: all of the fill
   #else
   if (delta >= 8) {
-    mi_trailer_store(end - delta, MI_TRAILER_PATTERN);   // the first 8 fill bytes
+    mi_store8(end - delta, MI_TRAILER_PATTERN);   // the first 8 fill bytes
   }
   else if (delta != 0) {
     // the word before the trailer: its low bytes are user data (maybe known
     // zero), its high `delta` bytes the fill
     const uint64_t keep = ((uint64_t)1 << (8 * (8 - delta))) - 1;
-    const uint64_t w = mi_trailer_load(end - 8);
-    mi_trailer_store(end - 8, (w & keep) | (MI_TRAILER_PATTERN & ~keep));
+    const uint64_t w = mi_load8(end - 8);
+    mi_store8(end - 8, (w & keep) | (MI_TRAILER_PATTERN & ~keep));
   }
   #endif
   // (the trailer last: an owner thread that checks this block as the
@@ -832,7 +835,7 @@ static inline bool mi_trailer_fill_intact(const mi_block_t* block, size_t usable
   }
   return true;
   #else
-  const uint64_t w = mi_trailer_load(mi_trailer_of(block, usable) - (delta >= 8 ? delta : 8)) ^ MI_TRAILER_PATTERN;
+  const uint64_t w = mi_load8(mi_trailer_of(block, usable) - (delta >= 8 ? delta : 8)) ^ MI_TRAILER_PATTERN;
   return ((delta >= 8 ? w : w >> (8 * (8 - delta))) == 0);
   #endif
 }
