@@ -28,7 +28,7 @@
 static inline bool mi_page_is_block_start(const mi_page_t* page, const void* p) {
   const size_t bsize = mi_page_block_size(page);
   const size_t ofs = (size_t)((const uint8_t*)p - page->page_start);
-  return ((const uint8_t*)p >= page->page_start && ofs % bsize == 0 && ofs / bsize < page->capacity);
+  return ((const uint8_t*)p >= page->page_start && ofs % bsize == 0 && ofs / bsize < mi_page_capacity_shared(page));
 }
 #endif
 
@@ -595,7 +595,7 @@ static mi_decl_noinline bool mi_free_ptr_check_slow(const mi_page_t* page, const
 static inline bool mi_free_ptr_check(const mi_page_t* page, const void* p) {
   const size_t ofs = (size_t)((const uint8_t*)p - page->page_start);   // huge below the start
   const size_t bsize = page->xblock_size;   // (a huge page: the sentinel, and only its start passes)
-  if (mi_likely(ofs + bsize - 1 < (size_t)page->capacity * bsize && (ofs % MI_INTPTR_SIZE) == 0)) return true;
+  if (mi_likely(ofs + bsize - 1 < mi_page_capacity_shared(page) * bsize && (ofs % MI_INTPTR_SIZE) == 0)) return true;
   return mi_free_ptr_check_slow(page, p);
 }
 #endif
@@ -828,7 +828,7 @@ void _mi_check_write(const void* dst, size_t n, const char* fun) mi_attr_noexcep
   const size_t bsize = mi_page_block_size(page);
   const size_t idx = (size_t)((const uint8_t*)dst - page->page_start) / bsize;
   const size_t usable = bsize - MI_PADDING_SIZE;
-  if (idx >= page->capacity || usable < sizeof(mi_block_t)) return;
+  if (idx >= mi_page_capacity_shared(page) || usable < sizeof(mi_block_t)) return;
   const mi_block_t* const block = (const mi_block_t*)(page->page_start + idx * bsize);
   const uint64_t state = mi_trailer_state(page, block, usable);
   if (state == MI_TRAILER_FREE) {

@@ -690,6 +690,15 @@ static inline void mi_block_set_next(const mi_page_t* page, mi_block_t* block, c
   #endif
 }
 
+// The page's capacity as another thread sees it: it grows (page extension)
+// while other threads free blocks of the page and range-check them against
+// it, so that pair of accesses is atomic (relaxed: a block a thread may free
+// was handed out after the extension that made it, which the program's
+// hand-over of the pointer orders).
+static inline size_t mi_page_capacity_shared(const mi_page_t* page) {
+  return __atomic_load_n(&page->capacity, __ATOMIC_RELAXED);
+}
+
 // Secure builds zero the blocks of small and medium pages when they are freed
 // (MI_ZERO_ON_FREE): a block of such a page on a free list reads zero past its
 // link word.

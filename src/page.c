@@ -540,7 +540,7 @@ static void mi_page_extend_free(mi_page_t* page) {
     }
   }
   #endif
-  page->capacity += (uint16_t)extend;
+  __atomic_store_n(&page->capacity, (uint16_t)(page->capacity + extend), __ATOMIC_RELAXED);   // (mi_page_capacity_shared)
   mi_stat_touched_update(&mi_page_heap(page)->tld->stats, extend * bsize);
   mi_heap_stat_counter_increase(mi_page_heap(page), pages_extended, 1);
   if (!page->is_zero_init) page->is_zero = false;
