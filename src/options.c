@@ -83,6 +83,7 @@ static mi_option_desc_t options[_mi_option_last] = {
   { 0, MI_UNINIT, MI_OPTION(secure_continue), MI_BOOL },      // secure builds: misuse is reported, not fatal
   { 0, MI_UNINIT, MI_OPTION(prof_sample), MI_RANGE(0, LONG_MAX) }, // heap profiler: mean bytes between samples (0: off)
   { 0, MI_UNINIT, MI_OPTION(stats_interval), MI_RANGE(0, MI_RESET_DELAY_MAX) }, // milliseconds between JSON snapshots to stats_file (0: none)
+  { 1, MI_UNINIT, MI_OPTION(background_purge), MI_BOOL },   // a thread purges freed segments when due, without allocator calls
 };
 
 // Options with a text value (file names): read from the environment only,

@@ -101,6 +101,11 @@ static bool mi_bitmap_try_claim_mask(_Atomic(uintptr_t)* field, uintptr_t m) {
 // Make the process-wide earliest expiry no later than `expire`.
 static void mi_region_note_expire(int64_t expire) {
   mi_atomic_expire_lower(&purge_next, expire);
+  _mi_purger_note();
+}
+
+int64_t _mi_region_purge_next(void) {
+  return mi_atomic_load_relaxed(&purge_next);
 }
 
 // ---------------------------------------------------------------------------

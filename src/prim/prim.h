@@ -103,10 +103,22 @@ void _mi_prim_process_info(mi_prim_process_info_t* info);
 // The process id.
 long _mi_prim_process_id(void);
 
-// Start a detached thread that runs fn(arg), with all signals blocked.
+// Start a detached thread that runs fn(arg), with all signals blocked (it
+// never runs a signal handler and does not keep the process alive). At most a
+// few starts may be under way at once (EAGAIN beyond). May allocate through
+// malloc (the C library's thread set-up): call it where malloc is allowed.
 // Returns 0 or an errno value. Sleep the calling thread for `msecs`.
 int  _mi_prim_thread_start(void (*fn)(void*), void* arg);
 void _mi_prim_sleep(int64_t msecs);
+
+// One process-wide wake-up event for the background purge thread: `wait`
+// blocks until the event is signalled (then clears it) or `msecs` pass
+// (msecs < 0: no time limit); `signal` sets it and wakes the waiter. Neither
+// allocates. `reset` re-initialises it (in a forked child, where another
+// thread may have held its lock at the fork).
+void _mi_prim_event_wait(int64_t msecs);
+void _mi_prim_event_signal(void);
+void _mi_prim_event_reset(void);
 
 // Write `size` bytes to the file `path`: created or truncated, or appended to
 // with `append`. Returns 0 or an errno value.

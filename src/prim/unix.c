@@ -291,18 +291,37 @@ long _mi_prim_process_id(void) {
   return (long)getpid();
 }
 
-typedef struct unix_thread_start_s { void (*fn)(void*); void* arg; } unix_thread_start_t;
-static unix_thread_start_t unix_thread_start;   // the one thread started (the statistics writer)
+// Start slots: the new thread copies its function and argument, then frees
+// its slot (the statistics writer and the background purge thread).
+#define UNIX_THREAD_SLOTS 4
+typedef struct unix_thread_start_s {
+  int busy;   // (read and written with the compiler's __atomic builtins)
+  void (*fn)(void*);
+  void* arg;
+} unix_thread_start_t;
+static unix_thread_start_t unix_thread_start[UNIX_THREAD_SLOTS];
 
 static void* unix_thread_main(void* p) {
-  const unix_thread_start_t* start = (const unix_thread_start_t*)p;
-  start->fn(start->arg);
+  unix_thread_start_t* start = (unix_thread_start_t*)p;
+  void (*fn)(void*) = start->fn;
+  void* arg = start->arg;
+  __atomic_store_n(&start->busy, 0, __ATOMIC_RELEASE);
+  fn(arg);
   return NULL;
 }
 
 int _mi_prim_thread_start(void (*fn)(void*), void* arg) {
-  unix_thread_start.fn = fn;
-  unix_thread_start.arg = arg;
+  unix_thread_start_t* start = NULL;
+  for (size_t i = 0; i < UNIX_THREAD_SLOTS && start == NULL; i++) {
+    int expected = 0;
+    if (__atomic_compare_exchange_n(&unix_thread_start[i].busy, &expected, 1, false,
+                                    __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) {
+      start = &unix_thread_start[i];
+    }
+  }
+  if (start == NULL) return EAGAIN;
+  start->fn = fn;
+  start->arg = arg;
   sigset_t all, old;
   sigfillset(&all);
   pthread_sigmask(SIG_SETMASK, &all, &old);   // the new thread inherits the mask
@@ -310,10 +329,69 @@ int _mi_prim_thread_start(void (*fn)(void*), void* arg) {
   pthread_attr_init(&attr);
   pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
   pthread_t thread;
-  const int err = pthread_create(&thread, &attr, &unix_thread_main, &unix_thread_start);
+  const int saved = errno;
+  const int err = pthread_create(&thread, &attr, &unix_thread_main, start);
+  errno = saved;
   pthread_attr_destroy(&attr);
   pthread_sigmask(SIG_SETMASK, &old, NULL);
+  if (err != 0) __atomic_store_n(&start->busy, 0, __ATOMIC_RELEASE);
   return err;
+}
+
+// The event: a flag under a mutex, with a condition variable on the
+// monotonic clock (initialised under the lock on first use).
+static pthread_mutex_t unix_event_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t  unix_event_cond;
+static bool unix_event_ready;   // the condition variable is initialised
+static bool unix_event_set;
+
+static void unix_event_lock_init(void) {
+  pthread_mutex_lock(&unix_event_lock);
+  if (!unix_event_ready) {
+    pthread_condattr_t attr;
+    pthread_condattr_init(&attr);
+    pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);
+    pthread_cond_init(&unix_event_cond, &attr);
+    pthread_condattr_destroy(&attr);
+    unix_event_ready = true;
+  }
+}
+
+void _mi_prim_event_wait(int64_t msecs) {
+  const int saved = errno;
+  struct timespec until;
+  clock_gettime(CLOCK_MONOTONIC, &until);
+  if (msecs >= 0) {
+    until.tv_sec += (time_t)(msecs / 1000);
+    until.tv_nsec += (long)(msecs % 1000) * 1000000L;
+    if (until.tv_nsec >= 1000000000L) { until.tv_sec++; until.tv_nsec -= 1000000000L; }
+  }
+  unix_event_lock_init();
+  while (!unix_event_set) {
+    const int err = (msecs < 0 ? pthread_cond_wait(&unix_event_cond, &unix_event_lock)
+                               : pthread_cond_timedwait(&unix_event_cond, &unix_event_lock, &until));
+    if (err == ETIMEDOUT) break;
+  }
+  unix_event_set = false;
+  pthread_mutex_unlock(&unix_event_lock);
+  errno = saved;
+}
+
+void _mi_prim_event_signal(void) {
+  const int saved = errno;
+  unix_event_lock_init();
+  unix_event_set = true;
+  pthread_cond_signal(&unix_event_cond);
+  pthread_mutex_unlock(&unix_event_lock);
+  errno = saved;
+}
+
+void _mi_prim_event_reset(void) {
+  // (only the calling thread exists: the old lock and condition are abandoned)
+  const pthread_mutex_t fresh = PTHREAD_MUTEX_INITIALIZER;
+  unix_event_lock = fresh;
+  unix_event_ready = false;
+  unix_event_set = false;
 }
 
 void _mi_prim_sleep(int64_t msecs) {
