@@ -25,11 +25,17 @@ void _mi_prim_init(size_t* page_size, size_t* large_page_size);
 
 // Map `size` fresh bytes of anonymous, private memory. With `commit` the memory
 // is readable and writable, else inaccessible (reserved). `hint` is a preferred
-// address (not forced; may be NULL). `try_large`: try large OS pages first.
-// On success *addr is set and *is_zero tells if the memory is known zero;
-// *is_large if large OS pages were used.
+// address (not forced; may be NULL). `try_large`: try large OS pages first
+// (Linux: MAP_HUGETLB 2 MiB pages, which are fixed: never purged or
+// protected); if the OS refuses, map normal pages and advise transparent huge
+// pages (_mi_prim_advise_huge). On success *addr is set and *is_zero tells if
+// the memory is known zero; *is_large if (fixed) large OS pages were used.
 int _mi_prim_alloc(void* hint, size_t size, bool commit, bool try_large,
                    void** addr, bool* is_large, bool* is_zero);
+
+// Ask the OS to back a range with large pages where it can, transparently
+// (Linux: madvise MADV_HUGEPAGE). ENOSYS where there is no such advice.
+int _mi_prim_advise_huge(void* addr, size_t size);
 
 // Unmap a range obtained from `_mi_prim_alloc` (or part of one).
 int _mi_prim_free(void* addr, size_t size);

@@ -93,10 +93,18 @@ int _mi_prim_alloc(void* hint, size_t size, bool commit, bool try_large,
   (void)try_large;
   #endif
   int err = unix_mmap(hint, size, protect, flags, addr);
-  #if defined(MADV_HUGEPAGE)
-  if (err == 0 && try_large) { const int saved = errno; madvise(*addr, size, MADV_HUGEPAGE); errno = saved; }
-  #endif
+  if (err == 0 && try_large) _mi_prim_advise_huge(*addr, size);
   return err;
+}
+
+int _mi_prim_advise_huge(void* addr, size_t size) {
+  #if defined(MADV_HUGEPAGE)
+  const int saved = errno;
+  return unix_result(madvise(addr, size, MADV_HUGEPAGE) != 0, saved);
+  #else
+  (void)addr; (void)size;
+  return ENOSYS;
+  #endif
 }
 
 int _mi_prim_free(void* addr, size_t size) {
