@@ -125,6 +125,9 @@ bool       _mi_os_purge(void* p, size_t size);             // drop pages, keep a
 size_t     _mi_os_inward_size(void* p, size_t size);       // what a purge of the range covers
 bool       _mi_os_populate(void* p, size_t size);          // fault in for writing, one call
 size_t     _mi_os_resident(void* p, size_t size);          // resident bytes (SIZE_MAX: unknown)
+size_t     _mi_os_numa_node_count(void);                   // option use_numa_nodes, else detected
+size_t     _mi_os_numa_node(void);                         // the calling thread's node
+bool       _mi_os_numa_prefer(void* p, size_t size, size_t node);
 bool       _mi_os_protect(void* p, size_t size);
 bool       _mi_os_unprotect(void* p, size_t size);
 

@@ -323,3 +323,41 @@ size_t _mi_os_inward_size(void* addr, size_t size) {
   mi_os_page_align_area(addr, size, true, &csize);
   return csize;
 }
+
+// ---------------------------------------------------------------------------
+// NUMA
+// ---------------------------------------------------------------------------
+
+static _Atomic(size_t) mi_numa_detected;   // nodes the OS reports (0: not asked yet)
+
+// Nodes in use: option use_numa_nodes if set, else what the OS reports (sysfs,
+// read once).
+size_t _mi_os_numa_node_count(void) {
+  const long option = mi_option_get(mi_option_use_numa_nodes);
+  if (option > 0) return (size_t)option;
+  size_t count = mi_atomic_load_relaxed(&mi_numa_detected);
+  if (count == 0) {
+    count = _mi_prim_numa_node_count();
+    if (count == 0) count = 1;
+    mi_atomic_store_relaxed(&mi_numa_detected, count);
+    _mi_verbose_message("numa nodes: %zu (detected)\n", count);
+  }
+  return count;
+}
+
+// The node of the calling thread's CPU, below the node count; 0 without a
+// system call on a one-node machine.
+size_t _mi_os_numa_node(void) {
+  const size_t count = _mi_os_numa_node_count();
+  if (count <= 1) return 0;
+  return _mi_prim_numa_node() % count;
+}
+
+// Prefer `node` for the future pages of a range (best effort).
+bool _mi_os_numa_prefer(void* addr, size_t size, size_t node) {
+  const int err = _mi_prim_numa_prefer(addr, size, node);
+  if (err != 0 && err != ENOSYS) {
+    _mi_warning_message("cannot prefer NUMA node %zu for OS memory (error %d, address %p, size 0x%zx)\n", node, err, addr, size);
+  }
+  return (err == 0);
+}

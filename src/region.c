@@ -53,6 +53,7 @@ typedef struct mem_region_s {
   _Atomic(uintptr_t) start;
   _Atomic(uintptr_t) is_large;      // fixed large OS pages (never purged)
   _Atomic(uintptr_t) large_wanted;  // created for large OS pages (fixed, or transparent)
+  _Atomic(uintptr_t) numa_node;     // node preferred for its pages (with more than one node)
   _Atomic(uintptr_t) in_use;
   _Atomic(uintptr_t) commit;        // block is committed (accessible)
   _Atomic(uintptr_t) dirty;
@@ -60,7 +61,7 @@ typedef struct mem_region_s {
   _Atomic(uintptr_t) purge_young;   // freed since the last expiry: due one expiry later
   _Atomic(uintptr_t) purged;        // block was purged and not used since (statistics)
   _Atomic(int64_t)   purge_expire;
-  uint8_t padding[128 - 11*sizeof(uintptr_t)];   // keep regions on separate cache lines
+  uint8_t padding[128 - 12*sizeof(uintptr_t)];   // keep regions on separate cache lines
 } mem_region_t;
 
 static mem_region_t regions[MI_REGION_MAX];
@@ -148,6 +149,11 @@ static size_t mi_region_create(bool commit, bool allow_large) {
   mi_atomic_store_relaxed(&region->start, (uintptr_t)start);
   mi_atomic_store_relaxed(&region->is_large, is_large ? 1 : 0);
   mi_atomic_store_relaxed(&region->large_wanted, (allow_large && eager) ? 1 : 0);
+  // with more than one NUMA node, the region prefers the creating thread's
+  // node for its pages, and segment requests look in their node's regions first
+  const size_t node = _mi_os_numa_node();
+  mi_atomic_store_relaxed(&region->numa_node, node);
+  if (_mi_os_numa_node_count() > 1 && !is_large) _mi_os_numa_prefer(start, MI_REGION_SIZE, node);
   mi_atomic_store_relaxed(&region->commit, eager ? MI_BITMAP_FULL : 0);
   mi_atomic_store_relaxed(&region->dirty, is_zero ? 0 : MI_BITMAP_FULL);
   mi_atomic_store_relaxed(&region->purge, 0);
@@ -250,6 +256,8 @@ void* _mi_region_alloc(size_t size, bool commit, bool allow_large, bool* is_comm
   // would fault in whole large pages) live in different regions: otherwise the
   // first segment's region, created without them, would serve all the others
   const bool want_large = (allow_large && mi_option_get(mi_option_eager_region_commit) != 0);
+  // with more than one NUMA node, only regions of the calling thread's node (as 1.6)
+  const size_t node = (_mi_os_numa_node_count() > 1 ? _mi_os_numa_node() : SIZE_MAX);
   if (blocks <= MI_REGION_MAX_OBJ_BLOCKS) {
     // 1. the best fit among free blocks that are still resident (freed,
     //    purge pending): no page faults, and their pending purge is cancelled
@@ -261,6 +269,7 @@ void* _mi_region_alloc(size_t size, bool commit, bool allow_large, bool* is_comm
       mem_region_t* region = &regions[idx];
       if (mi_atomic_load_acquire(&region->state) != MI_REGION_LIVE) continue;
       if (mi_atomic_load_relaxed(&region->large_wanted) != (want_large ? 1u : 0u)) continue;
+      if (node != SIZE_MAX && mi_atomic_load_relaxed(&region->numa_node) != node) continue;
       size_t bitidx = 0, len = 0;
       if (mi_region_best_resident(region, blocks, &bitidx, &len) && (best_region == SIZE_MAX || len < best_len)) {
         best_region = idx; best_idx = bitidx; best_len = len;
@@ -277,6 +286,7 @@ void* _mi_region_alloc(size_t size, bool commit, bool allow_large, bool* is_comm
       mem_region_t* region = &regions[idx];
       if (mi_atomic_load_acquire(&region->state) != MI_REGION_LIVE) continue;
       if (mi_atomic_load_relaxed(&region->large_wanted) != (want_large ? 1u : 0u)) continue;
+      if (node != SIZE_MAX && mi_atomic_load_relaxed(&region->numa_node) != node) continue;
       size_t bitidx;
       if (mi_bitmap_try_claim(&region->in_use, blocks, &bitidx)) {
         tld->region_cursor = idx;

@@ -151,7 +151,14 @@ bool _mi_prim_executable_path(char* buf, size_t size);
 // there is none. Takes the dynamic loader's lock: not for use inside malloc.
 bool _mi_prim_symbol_name(const void* addr, char* buf, size_t size);
 
-// Number of NUMA nodes (for the statistics).
+// Number of NUMA nodes the OS reports (1 where it cannot tell).
 size_t _mi_prim_numa_node_count(void);
+
+// The NUMA node of the CPU the calling thread runs on (0 where unknown).
+size_t _mi_prim_numa_node(void);
+
+// Make `node` the preferred node of a range's future pages (Linux: mbind
+// MPOL_PREFERRED). Returns 0 or an errno value (ENOSYS where unsupported).
+int _mi_prim_numa_prefer(void* addr, size_t size, size_t node);
 
 #endif

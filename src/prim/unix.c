@@ -560,4 +560,28 @@ size_t _mi_prim_numa_node_count(void) {
   return node + 1;
 }
 
+size_t _mi_prim_numa_node(void) {
+  #if defined(__linux__) && defined(SYS_getcpu)
+  unsigned cpu = 0, node = 0;
+  const int saved = errno;
+  const long err = syscall(SYS_getcpu, &cpu, &node, NULL);
+  errno = saved;
+  return (err == 0 ? (size_t)node : 0);
+  #else
+  return 0;
+  #endif
+}
 
+int _mi_prim_numa_prefer(void* addr, size_t size, size_t node) {
+  #if defined(__linux__) && defined(SYS_mbind)
+  if (node >= 64) return EINVAL;
+  const unsigned long mask = 1UL << node;
+  const int mpol_preferred = 1;   // MPOL_PREFERRED (numaif.h, which needs libnuma)
+  const int saved = errno;
+  const long err = syscall(SYS_mbind, addr, size, mpol_preferred, &mask, 64UL, 0U);
+  return unix_result(err != 0, saved);
+  #else
+  (void)addr; (void)size; (void)node;
+  return ENOSYS;
+  #endif
+}
