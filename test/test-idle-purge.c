@@ -9,8 +9,10 @@
              after the last free. The main thread samples the resident set
              every 50 ms for 1.5 s: it must drop by >= 450 MiB within 1 s of
              the last free (the background purge thread, default on).
-    off      the same, run with MIMALLOC_BACKGROUND_PURGE=0: the drop within
-             1 s must stay below 100 MiB (so the test measures the thread).
+    off      the same, run with MIMALLOC_BACKGROUND_PURGE=0: the drop in the
+             1 s after the last free must stay below 100 MiB (so the test
+             measures the thread; a slow build purges part of it while still
+             freeing, which does not count here).
     disable  the same, with the option on at start-up; a first small round
              starts the purge thread, then mi_option_disable stops it: the
              drop must stay below 100 MiB.
@@ -188,11 +190,15 @@ int main(int argc, char** argv) {
     if (at[i] <= 1000 && rss[i] < min_1s) min_1s = rss[i];
   }
   const size_t drop = (rss_peak > min_1s ? rss_peak - min_1s : 0);
-  printf("\n%s: dropped by %zu MiB within 1 s\n", mode, drop / MiB);
+  const size_t idle_drop = (rss[0] > min_1s ? rss[0] - min_1s : 0);
+  printf("\n%s: dropped by %zu MiB within 1 s of the last free (from before the frees), %zu MiB after the last free\n",
+         mode, drop / MiB, idle_drop / MiB);
   if (rss_peak - rss0 < (TOTAL_MIB * 3 / 4) * (size_t)MiB) {
     printf("the worker raised RSS by only %zu MiB: the measurement is broken\n", (rss_peak - rss0) / MiB);
     return 1;
   }
   if (strcmp(mode, "on") == 0) return (drop >= 450 * (size_t)MiB ? 0 : 1);
-  return (drop < 100 * (size_t)MiB ? 0 : 1);
+  // (the freeing thread purges what expired while it was still freeing: a
+  // slow build gives some back before the last free, so count from there)
+  return (idle_drop < 100 * (size_t)MiB ? 0 : 1);
 }
