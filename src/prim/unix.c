@@ -546,6 +546,7 @@ size_t _mi_prim_numa_node_count(void) {
   static const char prefix[] = "/sys/devices/system/node/node";
   char buf[sizeof(prefix) + 24];
   size_t node = 0;
+  const int saved = errno;   // (access sets it for the node that is not there)
   for (;;) {
     // format prefix + (node+1) without stdio (this may run before libc is ready)
     char digits[24];
@@ -557,6 +558,7 @@ size_t _mi_prim_numa_node_count(void) {
     if (access(buf, R_OK) != 0) break;
     node++;
   }
+  errno = saved;
   return node + 1;
 }
 
