@@ -642,11 +642,9 @@ static mi_decl_noinline void mi_free_generic(mi_segment_t* segment, mi_page_t* p
   mi_stat_free(page, block);
   if (!mi_free_checks(page, block, local)) return;
   if (mi_unlikely(mi_page_has_sampled(page))) _mi_prof_free(page, block);   // before the block can be reused
-  if (mi_likely(local)) {
-    mi_free_block_local(page, block);
-    return;
-  }
-  mi_free_remote(segment, page, block, owner);
+  if (mi_likely(local)) mi_free_block_local(page, block);
+  else mi_free_remote(segment, page, block, owner);
+  _mi_purger_poll();
 }
 
 // A NULL pointer or one at offset 0 of a segment unit (big-alignment block).
@@ -687,6 +685,7 @@ void mi_free(void* p) mi_attr_noexcept {
     page->local_free = block;
     if (mi_unlikely(--page->used == 0)) {
       _mi_page_retire(page);
+      _mi_purger_poll();
     }
   }
   else {

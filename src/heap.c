@@ -107,6 +107,7 @@ void _mi_heap_collect_abandon(mi_heap_t* heap) {
 
 void mi_heap_collect(mi_heap_t* heap, bool force) mi_attr_noexcept {
   mi_heap_collect_ex(heap, (force ? MI_FORCE : MI_NORMAL));
+  _mi_purger_poll();
 }
 
 void mi_collect(bool force) mi_attr_noexcept {

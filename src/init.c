@@ -159,12 +159,32 @@ static void mi_thread_data_collect(void) {
 // Thread init and done
 // ---------------------------------------------------------------------------
 
+// Threads whose backing heap is set up and not torn down yet. When the last
+// one ends (a process whose main thread left with pthread_exit, or a child
+// forked from another thread when that thread ends), the background purge
+// thread ends too, so that it never keeps the process alive.
+static _Atomic(size_t) mi_live_threads;
+static mi_decl_thread bool mi_thread_is_live;   // counted in mi_live_threads (the main heap stays
+                                                // initialised after its thread is done: count once)
+
+static void mi_thread_live(bool live) {
+  if (mi_thread_is_live == live) return;
+  mi_thread_is_live = live;
+  if (live) mi_atomic_add_acq_rel(&mi_live_threads, 1);
+  else if (mi_atomic_sub_acq_rel(&mi_live_threads, 1) == 1) _mi_purger_last_thread();
+}
+
+size_t _mi_thread_live_count(void) {
+  return mi_atomic_load_relaxed(&mi_live_threads);
+}
+
 // Set up the calling thread's backing heap; false if it was already set up.
 static bool mi_heap_init(void) {
   if (mi_heap_is_initialized(mi_get_default_heap())) return false;
   if (_mi_is_main_thread()) {
     mi_heap_main_init();
     _mi_heap_set_default_direct(&_mi_heap_main);
+    mi_thread_live(true);
     return true;
   }
   mi_thread_data_t* td = mi_thread_data_alloc();
@@ -187,12 +207,14 @@ static bool mi_heap_init(void) {
   tld->heap_backing = heap;
   tld->heaps = heap;
   _mi_heap_set_default_direct(heap);
+  mi_thread_live(true);
   return true;
 }
 
 // Tear down the thread's heaps; false if there was nothing to do.
 static bool mi_heap_done(mi_heap_t* heap) {
   if (!mi_heap_is_initialized(heap)) return false;
+  mi_thread_live(false);
   // from now on this thread allocates from the empty heap (main: the main heap)
   _mi_heap_set_default_direct(_mi_is_main_thread() ? &_mi_heap_main : (mi_heap_t*)&_mi_heap_empty);
   heap = heap->tld->heap_backing;
@@ -275,6 +297,8 @@ static void mi_process_done(void) {
 // In a forked child only the forking thread exists.
 static void mi_fork_child(void) {
   _mi_segments_fork_child();
+  mi_atomic_store_relaxed(&mi_live_threads, mi_thread_is_live ? 1 : 0);
+  _mi_purger_fork_child();
   _mi_prof_fork_child();
 }
 

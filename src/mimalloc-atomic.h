@@ -37,6 +37,9 @@
 #define mi_atomic_cas_strong_acq_rel(p,expected,desired) \
   mi_atomic(compare_exchange_strong)(p, expected, desired, mi_memory_order(acq_rel), mi_memory_order(acquire))
 
+// A full fence: orders a store before a later load (Dekker-style hand-offs).
+#define mi_atomic_fence_seq_cst()                atomic_thread_fence(mi_memory_order(seq_cst))
+
 // Spin-wait hint while another thread finishes a short transition.
 static inline void mi_atomic_yield(void) {
 #if defined(__x86_64__) || defined(__i386__)

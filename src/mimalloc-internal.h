@@ -56,6 +56,7 @@ extern mi_heap_t       _mi_heap_main;               // the main thread's backing
 extern bool            _mi_process_is_initialized;
 uintptr_t  _mi_random_shuffle(uintptr_t x);
 bool       _mi_is_main_thread(void);
+size_t     _mi_thread_live_count(void);      // threads with an initialised heap now
 void       _mi_heap_set_default_direct(mi_heap_t* heap);
 
 // stats.c
@@ -124,6 +125,9 @@ bool       _mi_os_purge(void* p, size_t size);             // drop pages, keep a
 size_t     _mi_os_inward_size(void* p, size_t size);       // what a purge of the range covers
 bool       _mi_os_populate(void* p, size_t size);          // fault in for writing, one call
 size_t     _mi_os_resident(void* p, size_t size);          // resident bytes (SIZE_MAX: unknown)
+size_t     _mi_os_numa_node_count(void);                   // option use_numa_nodes, else detected
+size_t     _mi_os_numa_node(void);                         // the calling thread's node
+bool       _mi_os_numa_prefer(void* p, size_t size, size_t node);
 bool       _mi_os_protect(void* p, size_t size);
 bool       _mi_os_unprotect(void* p, size_t size);
 
@@ -133,6 +137,7 @@ void*      _mi_region_alloc(size_t size, bool commit, bool allow_large, bool* is
 void       _mi_region_free(void* p, size_t size, mi_memid_t memid, bool fully_committed, bool purge_now);
 void       _mi_region_collect(bool force, bool free_unused);
 void       _mi_region_try_purge(void);
+int64_t    _mi_region_purge_next(void);    // earliest pending region purge (0: none)
 size_t     _mi_region_slots(void);
 uint8_t*   _mi_region_start(size_t idx);
 
@@ -158,6 +163,7 @@ uint8_t*   _mi_segment_page_start(const mi_segment_t* segment, const mi_page_t* 
 void       _mi_segment_abandoned_free_note(void);
 bool       _mi_segment_reclaim_on_free(mi_segment_t* segment, mi_heap_t* heap);
 void       _mi_segments_try_sweep_abandoned(void);
+int64_t    _mi_segments_sweep_next(void);   // when the abandoned sweep is due (0: none pending)
 void       _mi_abandoned_reclaim_all(mi_heap_t* heap, mi_segments_tld_t* tld);
 void       _mi_segments_collect(bool force, mi_segments_tld_t* tld);
 mi_segment_t* _mi_segment_of_unit_aligned(const void* p);
@@ -165,6 +171,14 @@ void       _mi_segment_huge_page_free(mi_segment_t* segment, mi_page_t* page, mi
 void       _mi_segment_huge_page_purge(mi_segment_t* segment, mi_page_t* page, mi_block_t* block);
 uintptr_t  _mi_segment_await_abandon(const mi_segment_t* segment, uintptr_t owner, bool* gave_up);
 void       _mi_segments_fork_child(void);
+
+// purge-thread.c
+extern _Atomic(uintptr_t) _mi_purger_state;
+void       _mi_purger_note(void);           // a process-wide purge became pending
+void       _mi_purger_start(void);          // (through _mi_purger_poll)
+size_t     _mi_purger_wakeups(void);
+void       _mi_purger_fork_child(void);
+void       _mi_purger_last_thread(void);    // no thread with a heap is left
 
 // page-queue.c
 size_t     _mi_bin_size(uint8_t bin);
@@ -335,6 +349,11 @@ static inline size_t mi_bit_run(uintptr_t x, size_t* idx) {
 static inline void mi_atomic_expire_lower(_Atomic(int64_t)* p, int64_t expire) {
   int64_t cur = mi_atomic_load_relaxed(p);
   while ((cur == 0 || expire < cur) && !mi_atomic_cas_weak_acq_rel(p, &cur, expire)) { /* retry */ }
+}
+// At a safe point of the allocator (no operation under way on this thread):
+// start the background purge thread if a pending purge asked for it.
+static inline void _mi_purger_poll(void) {
+  if (mi_unlikely(mi_atomic_load_relaxed(&_mi_purger_state) == 1 /* MI_PURGER_WANTED */)) _mi_purger_start();
 }
 // index of the highest set bit (x != 0)
 static inline size_t mi_bsr(uintptr_t x) {

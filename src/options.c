@@ -77,12 +77,13 @@ static mi_option_desc_t options[_mi_option_last] = {
   { 0, MI_UNINIT, MI_OPTION(segment_reset), MI_BOOL },        // purge freed segments now (no delay)
   { 1, MI_UNINIT, MI_OPTION(eager_commit_delay), MI_COUNT },  // first N segments commit page by page
   { 100, MI_UNINIT, MI_OPTION(reset_delay), MI_RANGE(0, MI_RESET_DELAY_MAX) }, // milliseconds before a purge
-  { 0, MI_UNINIT, MI_OPTION(use_numa_nodes), MI_RANGE(0, 1024) },       // read and reported, no effect yet (no NUMA placement)
+  { 0, MI_UNINIT, MI_OPTION(use_numa_nodes), MI_RANGE(0, 1024) },       // NUMA nodes to use (0: detect); regions prefer the creating thread's node
   { 100, MI_UNINIT, MI_OPTION(os_tag), MI_RANGE(100, 255) },            // macOS VM tag: no effect on Linux (as in 1.6)
   { 16, MI_UNINIT, MI_OPTION(max_errors), MI_RANGE(-1, LONG_MAX) },     // messages printed at most (-1: no limit)
   { 0, MI_UNINIT, MI_OPTION(secure_continue), MI_BOOL },      // secure builds: misuse is reported, not fatal
   { 0, MI_UNINIT, MI_OPTION(prof_sample), MI_RANGE(0, LONG_MAX) }, // heap profiler: mean bytes between samples (0: off)
   { 0, MI_UNINIT, MI_OPTION(stats_interval), MI_RANGE(0, MI_RESET_DELAY_MAX) }, // milliseconds between JSON snapshots to stats_file (0: none)
+  { 1, MI_UNINIT, MI_OPTION(background_purge), MI_BOOL },   // a thread purges freed segments when due, without allocator calls
 };
 
 // Options with a text value (file names): read from the environment only,

@@ -47,10 +47,38 @@ size_t _mi_os_good_alloc_size(size_t size) {
 // Raw allocation
 // ---------------------------------------------------------------------------
 
+// Large OS pages: after the OS refused fixed large pages, the next
+// MI_LARGE_BACKOFF requests do not ask again (they get normal pages advised
+// as transparent huge pages), as mimalloc does.
+#define MI_LARGE_BACKOFF  (10)
+static _Atomic(size_t) mi_large_backoff;
+
 static void* mi_os_mem_alloc(void* hint, size_t size, bool commit, bool allow_large, bool* is_large, bool* is_zero) {
   void* p = NULL;
   bool large = false, zero = false;
-  int err = _mi_prim_alloc(hint, size, commit, allow_large, &p, &large, &zero);
+  bool try_large = (allow_large && commit && (size % os_large_page_size) == 0);
+  bool backing_off = false;
+  if (try_large) {
+    size_t backoff = mi_atomic_load_relaxed(&mi_large_backoff);
+    while (backoff > 0 && !mi_atomic_cas_weak_acq_rel(&mi_large_backoff, &backoff, backoff - 1)) { }
+    backing_off = (backoff > 0);
+  }
+  int err = _mi_prim_alloc(hint, size, commit, try_large && !backing_off, &p, &large, &zero);
+  if (err == 0 && try_large) {
+    if (backing_off) {
+      const int aerr = _mi_prim_advise_huge(p, size);
+      _mi_verbose_message("large OS pages: 0x%zx bytes at %p: transparent huge pages%s (fixed large pages refused recently: not asked)\n",
+                          size, p, (aerr == 0 ? "" : " refused too"));
+    }
+    else if (large) {
+      _mi_verbose_message("large OS pages: 0x%zx bytes at %p: fixed %zu KiB pages (MAP_HUGETLB)\n", size, p, os_large_page_size / KiB);
+    }
+    else {
+      mi_atomic_store_relaxed(&mi_large_backoff, MI_LARGE_BACKOFF);
+      _mi_verbose_message("large OS pages: 0x%zx bytes at %p: fixed large pages refused; transparent huge pages (madvise) instead, next %d requests do not ask\n",
+                          size, p, MI_LARGE_BACKOFF);
+    }
+  }
   mi_stat_counter_increase(NULL, mmap_calls, 1);
   if (err == 0) {
     mi_stat_increase(NULL, reserved, size);
@@ -294,4 +322,42 @@ size_t _mi_os_inward_size(void* addr, size_t size) {
   size_t csize;
   mi_os_page_align_area(addr, size, true, &csize);
   return csize;
+}
+
+// ---------------------------------------------------------------------------
+// NUMA
+// ---------------------------------------------------------------------------
+
+static _Atomic(size_t) mi_numa_detected;   // nodes the OS reports (0: not asked yet)
+
+// Nodes in use: option use_numa_nodes if set, else what the OS reports (sysfs,
+// read once).
+size_t _mi_os_numa_node_count(void) {
+  const long option = mi_option_get(mi_option_use_numa_nodes);
+  if (option > 0) return (size_t)option;
+  size_t count = mi_atomic_load_relaxed(&mi_numa_detected);
+  if (count == 0) {
+    count = _mi_prim_numa_node_count();
+    if (count == 0) count = 1;
+    mi_atomic_store_relaxed(&mi_numa_detected, count);
+    _mi_verbose_message("numa nodes: %zu (detected)\n", count);
+  }
+  return count;
+}
+
+// The node of the calling thread's CPU, below the node count; 0 without a
+// system call on a one-node machine.
+size_t _mi_os_numa_node(void) {
+  const size_t count = _mi_os_numa_node_count();
+  if (count <= 1) return 0;
+  return _mi_prim_numa_node() % count;
+}
+
+// Prefer `node` for the future pages of a range (best effort).
+bool _mi_os_numa_prefer(void* addr, size_t size, size_t node) {
+  const int err = _mi_prim_numa_prefer(addr, size, node);
+  if (err != 0 && err != ENOSYS) {
+    _mi_warning_message("cannot prefer NUMA node %zu for OS memory (error %d, address %p, size 0x%zx)\n", node, err, addr, size);
+  }
+  return (err == 0);
 }

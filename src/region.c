@@ -51,7 +51,9 @@
 typedef struct mem_region_s {
   _Atomic(uintptr_t) state;
   _Atomic(uintptr_t) start;
-  _Atomic(uintptr_t) is_large;
+  _Atomic(uintptr_t) is_large;      // fixed large OS pages (never purged)
+  _Atomic(uintptr_t) large_wanted;  // created for large OS pages (fixed, or transparent)
+  _Atomic(uintptr_t) numa_node;     // node preferred for its pages (with more than one node)
   _Atomic(uintptr_t) in_use;
   _Atomic(uintptr_t) commit;        // block is committed (accessible)
   _Atomic(uintptr_t) dirty;
@@ -59,7 +61,7 @@ typedef struct mem_region_s {
   _Atomic(uintptr_t) purge_young;   // freed since the last expiry: due one expiry later
   _Atomic(uintptr_t) purged;        // block was purged and not used since (statistics)
   _Atomic(int64_t)   purge_expire;
-  uint8_t padding[128 - 10*sizeof(uintptr_t)];   // keep regions on separate cache lines
+  uint8_t padding[128 - 12*sizeof(uintptr_t)];   // keep regions on separate cache lines
 } mem_region_t;
 
 static mem_region_t regions[MI_REGION_MAX];
@@ -101,6 +103,11 @@ static bool mi_bitmap_try_claim_mask(_Atomic(uintptr_t)* field, uintptr_t m) {
 // Make the process-wide earliest expiry no later than `expire`.
 static void mi_region_note_expire(int64_t expire) {
   mi_atomic_expire_lower(&purge_next, expire);
+  _mi_purger_note();
+}
+
+int64_t _mi_region_purge_next(void) {
+  return mi_atomic_load_relaxed(&purge_next);
 }
 
 // ---------------------------------------------------------------------------
@@ -141,6 +148,12 @@ static size_t mi_region_create(bool commit, bool allow_large) {
   }
   mi_atomic_store_relaxed(&region->start, (uintptr_t)start);
   mi_atomic_store_relaxed(&region->is_large, is_large ? 1 : 0);
+  mi_atomic_store_relaxed(&region->large_wanted, (allow_large && eager) ? 1 : 0);
+  // with more than one NUMA node, the region prefers the creating thread's
+  // node for its pages, and segment requests look in their node's regions first
+  const size_t node = _mi_os_numa_node();
+  mi_atomic_store_relaxed(&region->numa_node, node);
+  if (_mi_os_numa_node_count() > 1 && !is_large) _mi_os_numa_prefer(start, MI_REGION_SIZE, node);
   mi_atomic_store_relaxed(&region->commit, eager ? MI_BITMAP_FULL : 0);
   mi_atomic_store_relaxed(&region->dirty, is_zero ? 0 : MI_BITMAP_FULL);
   mi_atomic_store_relaxed(&region->purge, 0);
@@ -238,6 +251,13 @@ void* _mi_region_alloc(size_t size, bool commit, bool allow_large, bool* is_comm
   memid->region_idx = 0;
   memid->block_idx = 0;
   const size_t blocks = size / MI_SEGMENT_SIZE;
+  // with large OS pages, segments that may use them (eagerly committed ones)
+  // and those that may not (a thread's first, lazily committed segments, which
+  // would fault in whole large pages) live in different regions: otherwise the
+  // first segment's region, created without them, would serve all the others
+  const bool want_large = (allow_large && mi_option_get(mi_option_eager_region_commit) != 0);
+  // with more than one NUMA node, only regions of the calling thread's node (as 1.6)
+  const size_t node = (_mi_os_numa_node_count() > 1 ? _mi_os_numa_node() : SIZE_MAX);
   if (blocks <= MI_REGION_MAX_OBJ_BLOCKS) {
     // 1. the best fit among free blocks that are still resident (freed,
     //    purge pending): no page faults, and their pending purge is cancelled
@@ -248,7 +268,8 @@ void* _mi_region_alloc(size_t size, bool commit, bool allow_large, bool* is_comm
       size_t idx = (start + n) % count;
       mem_region_t* region = &regions[idx];
       if (mi_atomic_load_acquire(&region->state) != MI_REGION_LIVE) continue;
-      if (!allow_large && mi_atomic_load_relaxed(&region->is_large) != 0) continue;
+      if (mi_atomic_load_relaxed(&region->large_wanted) != (want_large ? 1u : 0u)) continue;
+      if (node != SIZE_MAX && mi_atomic_load_relaxed(&region->numa_node) != node) continue;
       size_t bitidx = 0, len = 0;
       if (mi_region_best_resident(region, blocks, &bitidx, &len) && (best_region == SIZE_MAX || len < best_len)) {
         best_region = idx; best_idx = bitidx; best_len = len;
@@ -264,7 +285,8 @@ void* _mi_region_alloc(size_t size, bool commit, bool allow_large, bool* is_comm
       size_t idx = (start + n) % count;
       mem_region_t* region = &regions[idx];
       if (mi_atomic_load_acquire(&region->state) != MI_REGION_LIVE) continue;
-      if (!allow_large && mi_atomic_load_relaxed(&region->is_large) != 0) continue;
+      if (mi_atomic_load_relaxed(&region->large_wanted) != (want_large ? 1u : 0u)) continue;
+      if (node != SIZE_MAX && mi_atomic_load_relaxed(&region->numa_node) != node) continue;
       size_t bitidx;
       if (mi_bitmap_try_claim(&region->in_use, blocks, &bitidx)) {
         tld->region_cursor = idx;

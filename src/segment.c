@@ -449,7 +449,13 @@ static void mi_segment_mark_abandoned(mi_segment_t* segment);
 static _Atomic(int64_t) mi_abandoned_sweep_expire;   // when the next sweep is due (0: none pending)
 
 static void mi_abandoned_sweep_note(int64_t expire) {
-  if (expire != 0) mi_atomic_expire_lower(&mi_abandoned_sweep_expire, expire);
+  if (expire == 0) return;
+  mi_atomic_expire_lower(&mi_abandoned_sweep_expire, expire);
+  _mi_purger_note();
+}
+
+int64_t _mi_segments_sweep_next(void) {
+  return mi_atomic_load_relaxed(&mi_abandoned_sweep_expire);
 }
 
 static mi_decl_thread uint32_t mi_abandoned_frees;   // frees into abandoned segments by this thread

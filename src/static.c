@@ -24,6 +24,7 @@
 #include "region.c"
 #include "abandoned.c"
 #include "segment.c"
+#include "purge-thread.c"
 #include "page-queue.c"
 #include "page.c"
 #include "heap.c"

@@ -368,7 +368,7 @@ static void mi_stats_print_main(mi_printer_t* p, mi_stats_t* stats) {
     }
   }
   char line[256];
-  snprintf(line, sizeof(line), "%10s: %7zu\n", "numa nodes", _mi_prim_numa_node_count());
+  snprintf(line, sizeof(line), "%10s: %7zu\n", "numa nodes", _mi_os_numa_node_count());
   mi_print_line(p, line);
   size_t elapsed, user_time, sys_time, current_rss, peak_rss, current_commit, peak_commit, page_faults;
   mi_process_info(&elapsed, &user_time, &sys_time, &current_rss, &peak_rss, &current_commit, &peak_commit, &page_faults);
@@ -440,7 +440,7 @@ static void mi_stats_snapshot(mi_stats_snapshot_t* st) {
   }
   mi_process_info(&st->elapsed_msecs, &st->user_msecs, &st->system_msecs, &st->current_rss, &st->peak_rss,
                   &st->current_commit, &st->peak_commit, &st->page_faults);
-  st->numa_nodes = _mi_prim_numa_node_count();
+  st->numa_nodes = _mi_os_numa_node_count();
   const long sample = mi_option_get(mi_option_prof_sample);
   st->prof_sample = (size_t)(sample > 0 ? sample : 0);
   st->prof_live_samples = _mi_prof_live_samples();

@@ -25,11 +25,17 @@ void _mi_prim_init(size_t* page_size, size_t* large_page_size);
 
 // Map `size` fresh bytes of anonymous, private memory. With `commit` the memory
 // is readable and writable, else inaccessible (reserved). `hint` is a preferred
-// address (not forced; may be NULL). `try_large`: try large OS pages first.
-// On success *addr is set and *is_zero tells if the memory is known zero;
-// *is_large if large OS pages were used.
+// address (not forced; may be NULL). `try_large`: try large OS pages first
+// (Linux: MAP_HUGETLB 2 MiB pages, which are fixed: never purged or
+// protected); if the OS refuses, map normal pages and advise transparent huge
+// pages (_mi_prim_advise_huge). On success *addr is set and *is_zero tells if
+// the memory is known zero; *is_large if (fixed) large OS pages were used.
 int _mi_prim_alloc(void* hint, size_t size, bool commit, bool try_large,
                    void** addr, bool* is_large, bool* is_zero);
+
+// Ask the OS to back a range with large pages where it can, transparently
+// (Linux: madvise MADV_HUGEPAGE). ENOSYS where there is no such advice.
+int _mi_prim_advise_huge(void* addr, size_t size);
 
 // Unmap a range obtained from `_mi_prim_alloc` (or part of one).
 int _mi_prim_free(void* addr, size_t size);
@@ -103,10 +109,22 @@ void _mi_prim_process_info(mi_prim_process_info_t* info);
 // The process id.
 long _mi_prim_process_id(void);
 
-// Start a detached thread that runs fn(arg), with all signals blocked.
+// Start a detached thread that runs fn(arg), with all signals blocked (it
+// never runs a signal handler and does not keep the process alive). At most a
+// few starts may be under way at once (EAGAIN beyond). May allocate through
+// malloc (the C library's thread set-up): call it where malloc is allowed.
 // Returns 0 or an errno value. Sleep the calling thread for `msecs`.
 int  _mi_prim_thread_start(void (*fn)(void*), void* arg);
 void _mi_prim_sleep(int64_t msecs);
+
+// One process-wide wake-up event for the background purge thread: `wait`
+// blocks until the event is signalled (then clears it) or `msecs` pass
+// (msecs < 0: no time limit); `signal` sets it and wakes the waiter. Neither
+// allocates. `reset` re-initialises it (in a forked child, where another
+// thread may have held its lock at the fork).
+void _mi_prim_event_wait(int64_t msecs);
+void _mi_prim_event_signal(void);
+void _mi_prim_event_reset(void);
 
 // Write `size` bytes to the file `path`: created or truncated, or appended to
 // with `append`. Returns 0 or an errno value.
@@ -133,7 +151,14 @@ bool _mi_prim_executable_path(char* buf, size_t size);
 // there is none. Takes the dynamic loader's lock: not for use inside malloc.
 bool _mi_prim_symbol_name(const void* addr, char* buf, size_t size);
 
-// Number of NUMA nodes (for the statistics).
+// Number of NUMA nodes the OS reports (1 where it cannot tell).
 size_t _mi_prim_numa_node_count(void);
+
+// The NUMA node of the CPU the calling thread runs on (0 where unknown).
+size_t _mi_prim_numa_node(void);
+
+// Make `node` the preferred node of a range's future pages (Linux: mbind
+// MPOL_PREFERRED). Returns 0 or an errno value (ENOSYS where unsupported).
+int _mi_prim_numa_prefer(void* addr, size_t size, size_t node);
 
 #endif

@@ -93,10 +93,18 @@ int _mi_prim_alloc(void* hint, size_t size, bool commit, bool try_large,
   (void)try_large;
   #endif
   int err = unix_mmap(hint, size, protect, flags, addr);
-  #if defined(MADV_HUGEPAGE)
-  if (err == 0 && try_large) { const int saved = errno; madvise(*addr, size, MADV_HUGEPAGE); errno = saved; }
-  #endif
+  if (err == 0 && try_large) _mi_prim_advise_huge(*addr, size);
   return err;
+}
+
+int _mi_prim_advise_huge(void* addr, size_t size) {
+  #if defined(MADV_HUGEPAGE)
+  const int saved = errno;
+  return unix_result(madvise(addr, size, MADV_HUGEPAGE) != 0, saved);
+  #else
+  (void)addr; (void)size;
+  return ENOSYS;
+  #endif
 }
 
 int _mi_prim_free(void* addr, size_t size) {
@@ -291,18 +299,37 @@ long _mi_prim_process_id(void) {
   return (long)getpid();
 }
 
-typedef struct unix_thread_start_s { void (*fn)(void*); void* arg; } unix_thread_start_t;
-static unix_thread_start_t unix_thread_start;   // the one thread started (the statistics writer)
+// Start slots: the new thread copies its function and argument, then frees
+// its slot (the statistics writer and the background purge thread).
+#define UNIX_THREAD_SLOTS 4
+typedef struct unix_thread_start_s {
+  int busy;   // (read and written with the compiler's __atomic builtins)
+  void (*fn)(void*);
+  void* arg;
+} unix_thread_start_t;
+static unix_thread_start_t unix_thread_start[UNIX_THREAD_SLOTS];
 
 static void* unix_thread_main(void* p) {
-  const unix_thread_start_t* start = (const unix_thread_start_t*)p;
-  start->fn(start->arg);
+  unix_thread_start_t* start = (unix_thread_start_t*)p;
+  void (*fn)(void*) = start->fn;
+  void* arg = start->arg;
+  __atomic_store_n(&start->busy, 0, __ATOMIC_RELEASE);
+  fn(arg);
   return NULL;
 }
 
 int _mi_prim_thread_start(void (*fn)(void*), void* arg) {
-  unix_thread_start.fn = fn;
-  unix_thread_start.arg = arg;
+  unix_thread_start_t* start = NULL;
+  for (size_t i = 0; i < UNIX_THREAD_SLOTS && start == NULL; i++) {
+    int expected = 0;
+    if (__atomic_compare_exchange_n(&unix_thread_start[i].busy, &expected, 1, false,
+                                    __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) {
+      start = &unix_thread_start[i];
+    }
+  }
+  if (start == NULL) return EAGAIN;
+  start->fn = fn;
+  start->arg = arg;
   sigset_t all, old;
   sigfillset(&all);
   pthread_sigmask(SIG_SETMASK, &all, &old);   // the new thread inherits the mask
@@ -310,10 +337,69 @@ int _mi_prim_thread_start(void (*fn)(void*), void* arg) {
   pthread_attr_init(&attr);
   pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
   pthread_t thread;
-  const int err = pthread_create(&thread, &attr, &unix_thread_main, &unix_thread_start);
+  const int saved = errno;
+  const int err = pthread_create(&thread, &attr, &unix_thread_main, start);
+  errno = saved;
   pthread_attr_destroy(&attr);
   pthread_sigmask(SIG_SETMASK, &old, NULL);
+  if (err != 0) __atomic_store_n(&start->busy, 0, __ATOMIC_RELEASE);
   return err;
+}
+
+// The event: a flag under a mutex, with a condition variable on the
+// monotonic clock (initialised under the lock on first use).
+static pthread_mutex_t unix_event_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t  unix_event_cond;
+static bool unix_event_ready;   // the condition variable is initialised
+static bool unix_event_set;
+
+static void unix_event_lock_init(void) {
+  pthread_mutex_lock(&unix_event_lock);
+  if (!unix_event_ready) {
+    pthread_condattr_t attr;
+    pthread_condattr_init(&attr);
+    pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);
+    pthread_cond_init(&unix_event_cond, &attr);
+    pthread_condattr_destroy(&attr);
+    unix_event_ready = true;
+  }
+}
+
+void _mi_prim_event_wait(int64_t msecs) {
+  const int saved = errno;
+  struct timespec until;
+  clock_gettime(CLOCK_MONOTONIC, &until);
+  if (msecs >= 0) {
+    until.tv_sec += (time_t)(msecs / 1000);
+    until.tv_nsec += (long)(msecs % 1000) * 1000000L;
+    if (until.tv_nsec >= 1000000000L) { until.tv_sec++; until.tv_nsec -= 1000000000L; }
+  }
+  unix_event_lock_init();
+  while (!unix_event_set) {
+    const int err = (msecs < 0 ? pthread_cond_wait(&unix_event_cond, &unix_event_lock)
+                               : pthread_cond_timedwait(&unix_event_cond, &unix_event_lock, &until));
+    if (err == ETIMEDOUT) break;
+  }
+  unix_event_set = false;
+  pthread_mutex_unlock(&unix_event_lock);
+  errno = saved;
+}
+
+void _mi_prim_event_signal(void) {
+  const int saved = errno;
+  unix_event_lock_init();
+  unix_event_set = true;
+  pthread_cond_signal(&unix_event_cond);
+  pthread_mutex_unlock(&unix_event_lock);
+  errno = saved;
+}
+
+void _mi_prim_event_reset(void) {
+  // (only the calling thread exists: the old lock and condition are abandoned)
+  const pthread_mutex_t fresh = PTHREAD_MUTEX_INITIALIZER;
+  unix_event_lock = fresh;
+  unix_event_ready = false;
+  unix_event_set = false;
 }
 
 void _mi_prim_sleep(int64_t msecs) {
@@ -460,6 +546,7 @@ size_t _mi_prim_numa_node_count(void) {
   static const char prefix[] = "/sys/devices/system/node/node";
   char buf[sizeof(prefix) + 24];
   size_t node = 0;
+  const int saved = errno;   // (access sets it for the node that is not there)
   for (;;) {
     // format prefix + (node+1) without stdio (this may run before libc is ready)
     char digits[24];
@@ -471,7 +558,32 @@ size_t _mi_prim_numa_node_count(void) {
     if (access(buf, R_OK) != 0) break;
     node++;
   }
+  errno = saved;
   return node + 1;
 }
 
+size_t _mi_prim_numa_node(void) {
+  #if defined(__linux__) && defined(SYS_getcpu)
+  unsigned cpu = 0, node = 0;
+  const int saved = errno;
+  const long err = syscall(SYS_getcpu, &cpu, &node, NULL);
+  errno = saved;
+  return (err == 0 ? (size_t)node : 0);
+  #else
+  return 0;
+  #endif
+}
 
+int _mi_prim_numa_prefer(void* addr, size_t size, size_t node) {
+  #if defined(__linux__) && defined(SYS_mbind)
+  if (node >= 64) return EINVAL;
+  const unsigned long mask = 1UL << node;
+  const int mpol_preferred = 1;   // MPOL_PREFERRED (numaif.h, which needs libnuma)
+  const int saved = errno;
+  const long err = syscall(SYS_mbind, addr, size, mpol_preferred, &mask, 64UL, 0U);
+  return unix_result(err != 0, saved);
+  #else
+  (void)addr; (void)size; (void)node;
+  return ENOSYS;
+  #endif
+}

@@ -12,6 +12,9 @@
 #include <cmocka.h>
 
 #include <pthread.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
 
 #include "mimalloc-internal.h"
 
@@ -115,12 +118,40 @@ static void test_delayed_free_without_heap_keeps_the_block(void** state) {
   assert_false(mi_is_in_heap_region(p));
 }
 
+// NUMA: the detected node count matches sysfs, the option overrides it, the
+// thread's node is below the count, and preferring node 0 for a mapping
+// (mbind MPOL_PREFERRED) succeeds.
+static void test_numa_detect_override_and_prefer(void** state) {
+  (void)state;
+  size_t sysfs = 0;
+  for (;; sysfs++) {
+    char path[64];
+    snprintf(path, sizeof(path), "/sys/devices/system/node/node%zu", sysfs);
+    if (access(path, F_OK) != 0) break;
+  }
+  if (sysfs == 0) sysfs = 1;
+  const long saved = mi_option_get(mi_option_use_numa_nodes);
+  mi_option_set(mi_option_use_numa_nodes, 0);
+  assert_int_equal(_mi_os_numa_node_count(), sysfs);
+  assert_true(_mi_os_numa_node() < sysfs);
+  mi_option_set(mi_option_use_numa_nodes, 3);
+  assert_int_equal(_mi_os_numa_node_count(), 3);
+  assert_true(_mi_os_numa_node() < 3);
+  mi_option_set(mi_option_use_numa_nodes, saved);
+  void* p = _mi_os_alloc(4 * MiB);
+  assert_non_null(p);
+  assert_true(_mi_os_numa_prefer(p, 4 * MiB, 0));
+  memset(p, 1, 4 * MiB);
+  _mi_os_free(p, 4 * MiB);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
     cmocka_unit_test(test_segment_map_covers_48_bits),
     cmocka_unit_test(test_segment_map_refuses_above_48_bits),
     cmocka_unit_test(test_segment_map_visits_every_segment),
     cmocka_unit_test(test_delayed_free_without_heap_keeps_the_block),
+    cmocka_unit_test(test_numa_detect_override_and_prefer),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

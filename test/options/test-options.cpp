@@ -11,9 +11,9 @@
     variable that names no option: always shown (whatever show_errors,
     verbose and max_errors say), once, quoting the variable as written;
   - every option set in the environment is reported by MIMALLOC_VERBOSE=1
-    (this is the only effect shown for large_os_pages,
-    reserve_huge_os_pages, use_numa_nodes and os_tag, which later issues
-    wire);
+    (large_os_pages and use_numa_nodes are tested for their effect in
+    test-large-pages.c and the internal test; reserve_huge_os_pages and
+    os_tag have none yet);
   - show_errors, max_errors (and the count of messages it kept back, said
     at exit), verbose and show_stats.
 -----------------------------------------------------------------------------*/
@@ -71,6 +71,7 @@ const OptionInfo kOptions[] = {
   { mi_option_secure_continue,      "secure_continue",       0,   0, 1 },
   { mi_option_prof_sample,          "prof_sample",           0,   0, LONG_MAX },
   { mi_option_stats_interval,       "stats_interval",        0,   0, kDay },
+  { mi_option_background_purge,     "background_purge",      1,   0, 1 },
 };
 constexpr size_t kOptionCount = sizeof(kOptions) / sizeof(kOptions[0]);
 static_assert(kOptionCount == (size_t)_mi_option_last, "every option is listed");

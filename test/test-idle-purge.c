@@ -1,0 +1,204 @@
+/* ----------------------------------------------------------------------------
+  test-idle-purge.c -- memory goes back while the thread that freed it sleeps.
+
+  Usage: mimalloc-test-idle-purge on|off|disable|nofree
+
+    on       a worker thread allocates 500 MiB (small blocks, 64 KiB - 1 MiB
+             blocks, 8 - 32 MiB blocks), touches every byte, frees it all and
+             then blocks on a condition variable; nobody calls the allocator
+             after the last free. The main thread samples the resident set
+             every 50 ms for 1.5 s: it must drop by >= 450 MiB within 1 s of
+             the last free (the background purge thread, default on).
+    off      the same, run with MIMALLOC_BACKGROUND_PURGE=0: the drop in the
+             1 s after the last free must stay below 100 MiB (so the test
+             measures the thread; a slow build purges part of it while still
+             freeing, which does not count here).
+    disable  the same, with the option on at start-up; a first small round
+             starts the purge thread, then mi_option_disable stops it: the
+             drop must stay below 100 MiB.
+    nofree   a program that frees no segment: small blocks allocated and
+             freed, 300 ms of sleep; the process must still have one thread.
+    pthread-exit  the purge thread is started, then the main thread leaves
+             with pthread_exit: the process must end (CTest's time limit
+             catches a purge thread that keeps it alive).
+
+  Prints the RSS over time (MiB, ms after the last free). Exits 0 on
+  success, 1 on failure, 77 (skipped) without /proc/self/statm.
+-----------------------------------------------------------------------------*/
+#define _POSIX_C_SOURCE 200809L   // nanosleep, clock_gettime
+
+#include <mimalloc.h>
+#include "statm.h"
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+
+#define MiB (1024 * 1024)
+#define TOTAL_MIB 500
+#define SAMPLES 31          // every 50 ms for 1.5 s
+
+static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t cond = PTHREAD_COND_INITIALIZER;
+static bool worker_may_exit = false;
+static atomic_int worker_freed;            // 1: the worker freed everything
+static size_t rss_peak;                    // before the frees (set by the worker)
+
+static int64_t now_ms(void) {
+  struct timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return (int64_t)t.tv_sec * 1000 + t.tv_nsec / 1000000;
+}
+
+static void sleep_ms(long ms) {
+  struct timespec ts = { ms / 1000, (ms % 1000) * 1000000L };
+  while (nanosleep(&ts, &ts) != 0) { }
+}
+
+static size_t rss_now(void) {
+  size_t vsize = 0, rss = 0;
+  statm_read(&vsize, &rss);
+  return rss;
+}
+
+// Allocate about `total` bytes in blocks of [lo, hi], chained through their
+// first word, every byte touched; returns the chain.
+static void* alloc_chain(size_t total, size_t lo, size_t hi, uint32_t* seed) {
+  void* head = NULL;
+  for (size_t done = 0; done < total; ) {
+    *seed = *seed * 1103515245u + 12345u;
+    const size_t size = lo + ((*seed >> 8) % (hi - lo + 1));
+    void** p = (void**)mi_malloc(size);
+    if (p == NULL) break;
+    memset(p, 0x5A, size);
+    p[0] = head;
+    head = p;
+    done += size;
+  }
+  return head;
+}
+
+// Free every other block, then the rest (pages first become partly free).
+static void free_chain(void* head) {
+  void** prev = NULL;
+  for (void** p = (void**)head; p != NULL; ) {
+    void** next = (void**)p[0];
+    if (next != NULL) {
+      p[0] = next[0];
+      mi_free(next);
+    }
+    prev = p;
+    p = (void**)prev[0];
+  }
+  for (void** p = (void**)head; p != NULL; ) {
+    void** next = (void**)p[0];
+    mi_free(p);
+    p = next;
+  }
+}
+
+static void* worker(void* arg) {
+  (void)arg;
+  uint32_t seed = 42;
+  void* small = alloc_chain(100 * (size_t)MiB, 64, 1024, &seed);
+  void* medium = alloc_chain(200 * (size_t)MiB, 64 * 1024, 1024 * 1024, &seed);
+  void* huge = alloc_chain(200 * (size_t)MiB, 8 * (size_t)MiB, 32 * (size_t)MiB, &seed);
+  rss_peak = rss_now();
+  free_chain(huge);
+  free_chain(medium);
+  free_chain(small);
+  atomic_store(&worker_freed, 1);
+  // block without calling the allocator until the main thread is done
+  pthread_mutex_lock(&lock);
+  while (!worker_may_exit) pthread_cond_wait(&cond, &lock);
+  pthread_mutex_unlock(&lock);
+  return NULL;
+}
+
+static size_t threads_now(void) {
+  char buf[4096];
+  const int fd = open("/proc/self/status", O_RDONLY);
+  if (fd < 0) return 0;
+  const ssize_t n = read(fd, buf, sizeof(buf) - 1);
+  close(fd);
+  if (n <= 0) return 0;
+  buf[n] = 0;
+  const char* s = strstr(buf, "Threads:");
+  return (s == NULL ? 0 : (size_t)strtoul(s + 8, NULL, 10));
+}
+
+int main(int argc, char** argv) {
+  const char* mode = (argc > 1 ? argv[1] : "on");
+  size_t vsize, rss0;
+  if (!statm_read(&vsize, &rss0)) return 77;
+
+  if (strcmp(mode, "nofree") == 0) {
+    void* blocks[1000];
+    for (int i = 0; i < 1000; i++) blocks[i] = mi_malloc(100);
+    for (int i = 0; i < 1000; i++) mi_free(blocks[i]);
+    sleep_ms(300);
+    const size_t threads = threads_now();
+    printf("nofree: %zu thread(s) after 300 ms\n", threads);
+    return (threads == 1 ? 0 : 1);
+  }
+  if (strcmp(mode, "pthread-exit") == 0) {
+    void* p = mi_malloc(8 * (size_t)MiB);
+    memset(p, 1, 8 * (size_t)MiB);
+    mi_free(p);
+    sleep_ms(300);
+    printf("pthread-exit: %zu threads before the main thread leaves\n", threads_now());
+    fflush(stdout);
+    pthread_exit(NULL);
+  }
+  if (strcmp(mode, "disable") == 0) {
+    // start the purge thread with a first round of one huge block, then stop it
+    void* p = mi_malloc(8 * (size_t)MiB);
+    memset(p, 1, 8 * (size_t)MiB);
+    mi_free(p);
+    sleep_ms(300);
+    if (threads_now() != 2) { printf("disable: the purge thread did not start (%zu threads)\n", threads_now()); return 1; }
+    mi_option_disable(mi_option_background_purge);
+  }
+
+  pthread_t t;
+  if (pthread_create(&t, NULL, &worker, NULL) != 0) return 1;
+  while (atomic_load(&worker_freed) == 0) sleep_ms(1);
+  const int64_t start = now_ms();
+  size_t rss[SAMPLES];
+  int64_t at[SAMPLES];
+  for (int i = 0; i < SAMPLES; i++) {
+    const int64_t due = start + 50 * i;
+    const int64_t wait = due - now_ms();
+    if (wait > 0) sleep_ms((long)wait);
+    at[i] = now_ms() - start;
+    rss[i] = rss_now();
+  }
+  pthread_mutex_lock(&lock);
+  worker_may_exit = true;
+  pthread_cond_signal(&cond);
+  pthread_mutex_unlock(&lock);
+  pthread_join(t, NULL);
+
+  printf("%s: rss before the frees %zu MiB; after the last free (ms: MiB):", mode, rss_peak / MiB);
+  size_t min_1s = rss[0];
+  for (int i = 0; i < SAMPLES; i++) {
+    printf("%s%lld: %zu", (i % 8 == 0 ? "\n  " : ", "), (long long)at[i], rss[i] / MiB);
+    if (at[i] <= 1000 && rss[i] < min_1s) min_1s = rss[i];
+  }
+  const size_t drop = (rss_peak > min_1s ? rss_peak - min_1s : 0);
+  const size_t idle_drop = (rss[0] > min_1s ? rss[0] - min_1s : 0);
+  printf("\n%s: dropped by %zu MiB within 1 s of the last free (from before the frees), %zu MiB after the last free\n",
+         mode, drop / MiB, idle_drop / MiB);
+  if (rss_peak - rss0 < (TOTAL_MIB * 3 / 4) * (size_t)MiB) {
+    printf("the worker raised RSS by only %zu MiB: the measurement is broken\n", (rss_peak - rss0) / MiB);
+    return 1;
+  }
+  if (strcmp(mode, "on") == 0) return (drop >= 450 * (size_t)MiB ? 0 : 1);
+  // (the freeing thread purges what expired while it was still freeing: a
+  // slow build gives some back before the last free, so count from there)
+  return (idle_drop < 100 * (size_t)MiB ? 0 : 1);
+}
