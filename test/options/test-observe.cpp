@@ -87,9 +87,19 @@ TEST(StatsJson, NullBufferGivesABlockToFree) {
 // threads' heaps, mi_heap_new) read it at their first allocation.
 class ProfSample : public ::testing::Test {
  protected:
-  void SetUp() override { saved_ = mi_option_get(mi_option_prof_sample); }
-  void TearDown() override { mi_option_set(mi_option_prof_sample, saved_); }
+  // (the background purge thread is kept from starting meanwhile: creating
+  // it allocates, through malloc, blocks that live on and may be sampled)
+  void SetUp() override {
+    saved_ = mi_option_get(mi_option_prof_sample);
+    saved_purge_ = mi_option_get(mi_option_background_purge);
+    mi_option_disable(mi_option_background_purge);
+  }
+  void TearDown() override {
+    mi_option_set(mi_option_prof_sample, saved_);
+    mi_option_set(mi_option_background_purge, saved_purge_);
+  }
   long saved_ = 0;
+  long saved_purge_ = 0;
 };
 
 // Statistics of the profiler: sampled blocks not yet freed.
