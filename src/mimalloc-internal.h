@@ -137,6 +137,7 @@ void*      _mi_region_alloc(size_t size, bool commit, bool allow_large, bool* is
 void       _mi_region_free(void* p, size_t size, mi_memid_t memid, bool fully_committed, bool purge_now);
 void       _mi_region_collect(bool force, bool free_unused);
 void       _mi_region_try_purge(void);
+bool       _mi_region_await_purges(void);               // a forced collect waits for running purges
 int64_t    _mi_region_purge_next(void);    // earliest pending region purge (0: none)
 size_t     _mi_region_slots(void);
 uint8_t*   _mi_region_start(size_t idx);
@@ -163,6 +164,7 @@ uint8_t*   _mi_segment_page_start(const mi_segment_t* segment, const mi_page_t* 
 void       _mi_segment_abandoned_free_note(void);
 bool       _mi_segment_reclaim_on_free(mi_segment_t* segment, mi_heap_t* heap);
 void       _mi_segments_try_sweep_abandoned(void);
+bool       _mi_segments_await_sweeps(void);            // a forced collect waits for running sweeps
 int64_t    _mi_segments_sweep_next(void);   // when the abandoned sweep is due (0: none pending)
 void       _mi_abandoned_reclaim_all(mi_heap_t* heap, mi_segments_tld_t* tld);
 void       _mi_segments_collect(bool force, mi_segments_tld_t* tld);

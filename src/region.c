@@ -414,6 +414,8 @@ static void mi_region_purge(mem_region_t* region, int64_t now, bool force) {
 // Purge what has expired, if anything has: called on every segment
 // allocation and free, so freed segments go back to the OS without the
 // program calling mi_collect. Costs one clock read when nothing is due.
+static _Atomic(size_t) purges_running;   // due purges in progress: they hold region blocks for a moment
+
 void _mi_region_try_purge(void) {
   const int64_t next = mi_atomic_load_relaxed(&purge_next);
   if (next == 0) return;
@@ -421,7 +423,21 @@ void _mi_region_try_purge(void) {
   if (now < next) return;
   int64_t expected = next;
   if (!mi_atomic_cas_strong_acq_rel(&purge_next, &expected, 0)) return;   // another thread does it
+  mi_atomic_add_acq_rel(&purges_running, 1);
   _mi_region_collect(false, false);
+  mi_atomic_sub_acq_rel(&purges_running, 1);
+}
+
+// Wait until no due purge holds region blocks (the background purge thread
+// may purge while a forced collect does; the collect skips the blocks it
+// holds); true if it waited.
+bool _mi_region_await_purges(void) {
+  bool waited = false;
+  while (mi_atomic_load_acquire(&purges_running) != 0) {
+    waited = true;
+    mi_atomic_yield();
+  }
+  return waited;
 }
 
 void _mi_region_collect(bool force, bool free_unused) {

@@ -507,6 +507,8 @@ static void mi_abandoned_sweep_visit(mi_segment_t* segment, void* arg) {
   if (mi_segment_abandoned_collect(segment, *(const int64_t*)arg)) mi_segment_mark_abandoned(segment);
 }
 
+static _Atomic(size_t) mi_abandoned_sweeps;   // sweeps running: they hold segments of the set for a moment
+
 void _mi_segments_try_sweep_abandoned(void) {
   const int64_t next = mi_atomic_load_relaxed(&mi_abandoned_sweep_expire);
   if (next == 0) return;
@@ -514,7 +516,20 @@ void _mi_segments_try_sweep_abandoned(void) {
   if (now < next) return;
   int64_t expected = next;
   if (!mi_atomic_cas_strong_acq_rel(&mi_abandoned_sweep_expire, &expected, 0)) return;   // another thread sweeps
+  mi_atomic_add_acq_rel(&mi_abandoned_sweeps, 1);
   _mi_abandoned_visit(&mi_abandoned_sweep_visit, &now);
+  mi_atomic_sub_acq_rel(&mi_abandoned_sweeps, 1);
+}
+
+// Wait until no sweep holds abandoned segments (the background purge thread
+// may sweep while a forced collect takes the set back); true if it waited.
+bool _mi_segments_await_sweeps(void) {
+  bool waited = false;
+  while (mi_atomic_load_acquire(&mi_abandoned_sweeps) != 0) {
+    waited = true;
+    mi_atomic_yield();
+  }
+  return waited;
 }
 
 // The statistics of a purged page that is used again (or goes back with its segment).
