@@ -432,12 +432,7 @@ void _mi_region_try_purge(void) {
 // may purge while a forced collect does; the collect skips the blocks it
 // holds); true if it waited.
 bool _mi_region_await_purges(void) {
-  bool waited = false;
-  while (mi_atomic_load_acquire(&purges_running) != 0) {
-    waited = true;
-    mi_atomic_yield();
-  }
-  return waited;
+  return mi_atomic_await_zero(&purges_running);
 }
 
 void _mi_region_collect(bool force, bool free_unused) {

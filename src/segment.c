@@ -524,12 +524,7 @@ void _mi_segments_try_sweep_abandoned(void) {
 // Wait until no sweep holds abandoned segments (the background purge thread
 // may sweep while a forced collect takes the set back); true if it waited.
 bool _mi_segments_await_sweeps(void) {
-  bool waited = false;
-  while (mi_atomic_load_acquire(&mi_abandoned_sweeps) != 0) {
-    waited = true;
-    mi_atomic_yield();
-  }
-  return waited;
+  return mi_atomic_await_zero(&mi_abandoned_sweeps);
 }
 
 // The statistics of a purged page that is used again (or goes back with its segment).
