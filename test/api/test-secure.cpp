@@ -192,7 +192,7 @@ TEST(Secure, OverflowIsCaughtOnFree) {
   EXPECT_STOPS({ char* p = (char*)opaque(mi_malloc(dyn(100))); memset(p, 1, 132); mi_free(p); }, "buffer overflow in heap block");   // by 32
   EXPECT_STOPS({ char* p = (char*)opaque(mi_malloc(dyn(100))); p[100] = 1; mi_free(p); }, "buffer overflow in heap block");
   EXPECT_STOPS({ char* p = (char*)opaque(mi_malloc(dyn(100))); memset(p + 100, 7, 32); mi_free(p); }, "buffer overflow in heap block");
-  EXPECT_STOPS({ static char src[4000]; char* p = (char*)opaque(mi_malloc(dyn(3000))); memcpy(p + 1000, opaque(src), 2001); mi_free(p); }, "buffer overflow in heap block");
+  EXPECT_STOPS({ static char src[4000]; char* p = (char*)opaque(mi_malloc(dyn(3000))); memcpy(p + 1000, opaque(src), 2001); mi_free(p); }, "buffer overflow (in heap block|by memcpy)");   // (gcc inlines the copy: the free catches it)
 }
 
 TEST(Secure, UnderflowIsCaughtOnFree) {
@@ -401,7 +401,7 @@ TEST(Secure, MemcpyMemmoveMemsetAreBoundsChecked) {
   GTEST_SKIP() << "needs the override (MI_OVERRIDE)";
 #endif
   static char src[16384];
-  EXPECT_STOPS({ char* p = (char*)mi_malloc(dyn(100)); memcpy(opaque(p), src, dyn(101)); },
+  EXPECT_STOPS({ char* p = (char*)mi_malloc(dyn(100)); memcpy(opaque(p), opaque(src), dyn(101)); },   // (opaque: clang makes a copy of a never-written array a memset)
                "buffer overflow by memcpy: 101 bytes at .* run 1 bytes past the end of heap block .* of size 100");
   EXPECT_STOPS({ char* p = (char*)mi_malloc(dyn(100)); memmove(opaque(p) + 50, p, dyn(60)); }, "buffer overflow by memmove");
   EXPECT_STOPS({ char* p = (char*)mi_malloc(dyn(5000)); memset(opaque(p) + 1000, 0, dyn(4032)); }, "buffer overflow by memset");
