@@ -297,6 +297,7 @@ static void mi_process_done(void) {
 // In a forked child only the forking thread exists.
 static void mi_fork_child(void) {
   _mi_segments_fork_child();
+  _mi_region_fork_child();
   mi_atomic_store_relaxed(&mi_live_threads, mi_thread_is_live ? 1 : 0);
   _mi_purger_fork_child();
   _mi_prof_fork_child();

@@ -138,6 +138,7 @@ void       _mi_region_free(void* p, size_t size, mi_memid_t memid, bool fully_co
 void       _mi_region_collect(bool force, bool free_unused);
 void       _mi_region_try_purge(void);
 bool       _mi_region_await_purges(void);               // a forced collect waits for running purges
+void       _mi_region_fork_child(void);                  // a forked child: no purge is running
 int64_t    _mi_region_purge_next(void);    // earliest pending region purge (0: none)
 size_t     _mi_region_slots(void);
 uint8_t*   _mi_region_start(size_t idx);

@@ -431,6 +431,11 @@ void _mi_region_try_purge(void) {
 // Wait until no due purge holds region blocks (the background purge thread
 // may purge while a forced collect does; the collect skips the blocks it
 // holds); true if it waited.
+// In a forked child: the thread that was purging did not come along.
+void _mi_region_fork_child(void) {
+  mi_atomic_store_relaxed(&purges_running, 0);
+}
+
 bool _mi_region_await_purges(void) {
   return mi_atomic_await_zero(&purges_running);
 }

@@ -1304,6 +1304,7 @@ static void mi_segment_fork_child(mi_segment_t* segment, void* arg) {
 }
 
 void _mi_segments_fork_child(void) {
+  mi_atomic_store_relaxed(&mi_abandoned_sweeps, 0);   // (a sweeping thread did not come along)
   _mi_segment_map_visit(&mi_segment_fork_child, NULL);
 }
 
