@@ -47,6 +47,34 @@ mi_decl_noinline mi_decl_cold void _mi_block_written_after_free(const mi_page_t*
 }
 #endif
 
+#if defined(MI_ZERO_ON_FREE)
+// How much of a reused block is checked to still read zero: blocks of up to
+// MI_ZERO_CHECK_WHOLE bytes whole; larger ones in their first
+// MI_ZERO_CHECK_HEAD bytes past the link and their last word (where object
+// headers, vtable pointers, counts and links live), and whole once in
+// about every MI_ZERO_CHECK_EVERY reuses, at random (a heap countdown). A
+// whole check of every block read each large block twice per use (zeroed on
+// free, read back on reuse): the cost of the check, not of the zeroing, was
+// most of the secure build's time on allocation benchmarks.
+#define MI_ZERO_CHECK_WHOLE  (256)
+#define MI_ZERO_CHECK_HEAD   (64)
+#define MI_ZERO_CHECK_EVERY  (8)
+
+static mi_decl_noinline size_t mi_block_zero_check_whole(mi_heap_t* heap, const mi_block_t* block, size_t usable) {
+  heap->zero_check_countdown = 1 + (int64_t)(_mi_heap_random_next(heap) % (2 * MI_ZERO_CHECK_EVERY - 1));
+  return mi_block_nonzero_offset(block, usable);
+}
+
+// The offset of the first non-zero word found (`usable`: none).
+static inline size_t mi_block_zero_check(mi_heap_t* heap, const mi_block_t* block, size_t usable) {
+  if (usable <= MI_ZERO_CHECK_WHOLE) return mi_block_nonzero_offset(block, usable);
+  if (mi_unlikely(--heap->zero_check_countdown < 0)) return mi_block_zero_check_whole(heap, block, usable);
+  const size_t ofs = mi_block_nonzero_offset(block, 8 + MI_ZERO_CHECK_HEAD);
+  if (mi_unlikely(ofs < 8 + MI_ZERO_CHECK_HEAD)) return ofs;
+  return (mi_load8((const uint8_t*)block + usable - 8) == 0 ? usable : usable - 8);
+}
+#endif
+
 // Pop a block from a page known to have free blocks; else take the slow path.
 void* _mi_page_malloc(mi_heap_t* heap, mi_page_t* page, size_t size) mi_attr_noexcept {
   mi_block_t* const block = page->free;
@@ -59,7 +87,7 @@ void* _mi_page_malloc(mi_heap_t* heap, mi_page_t* page, size_t size) mi_attr_noe
   // the block was zeroed when it was freed (or added): it must still be
   if (mi_page_zeroes_on_free(page)) {
     const size_t usable = mi_page_usable_block_size(page);
-    const size_t ofs = mi_block_nonzero_offset(block, usable);
+    const size_t ofs = mi_block_zero_check(heap, block, usable);
     if (mi_unlikely(ofs < usable)) _mi_block_written_after_free(page, block, ofs);
   }
   #endif

@@ -42,6 +42,9 @@ const mi_page_t _mi_page_empty = { 0 };
 const mi_heap_t _mi_heap_empty = {
   NULL,                       // tld
   MI_PROF_UNARMED,            // prof_countdown
+  #if defined(MI_ZERO_ON_FREE)
+  0,                          // zero_check_countdown
+  #endif
   MI_SMALL_PAGES_EMPTY,       // pages_free_direct
   MI_PAGE_QUEUES_EMPTY,       // pages
   NULL,                       // thread_delayed_free
@@ -67,6 +70,9 @@ static mi_tld_t tld_main;
 mi_heap_t _mi_heap_main = {
   &tld_main,
   MI_PROF_UNARMED,
+  #if defined(MI_ZERO_ON_FREE)
+  0,
+  #endif
   MI_SMALL_PAGES_EMPTY,
   MI_PAGE_QUEUES_EMPTY,
   NULL,

@@ -68,9 +68,10 @@
 
 // MI_ZERO_ON_FREE: a freed block is zeroed and, when it is handed out again,
 // checked to still read zero past its link word: freed memory reads as zero,
-// and a write after free anywhere in the block is caught at the latest when
-// the block is reused (secure level 4; blocks of small and medium pages, up
-// to MI_MEDIUM_OBJ_SIZE_MAX; calloc then needs no memset for them).
+// and a write after free is caught when the block is reused (large blocks:
+// in their head and last word, whole at random; alloc.c mi_block_zero_check)
+// (secure level 4; blocks of small and medium pages, up to
+// MI_MEDIUM_OBJ_SIZE_MAX; calloc then needs no memset for them).
 #if (MI_SECURE >= 4) && (MI_PADDING > 0)
   #define MI_ZERO_ON_FREE 1
 #endif
@@ -380,6 +381,9 @@ typedef struct mi_tld_s mi_tld_t;
 struct mi_heap_s {
   mi_tld_t*        tld;
   int64_t          prof_countdown;                      // bytes to allocate until the next profiler sample (prof.c)
+  #if defined(MI_ZERO_ON_FREE)
+  int64_t          zero_check_countdown;                // large blocks to hand out until the next whole-block check (alloc.c)
+  #endif
   mi_page_t*       pages_free_direct[MI_PAGES_DIRECT];  // fast-path entry per word size
   mi_page_queue_t  pages[MI_BIN_FULL + 1];              // queues per bin, + huge + full
   _Atomic(mi_block_t*) thread_delayed_free;             // remote first-frees into full pages

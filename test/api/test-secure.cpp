@@ -310,10 +310,15 @@ TEST(Secure, FreedMemoryReadsZero) {
   }
 }
 
+// Blocks of up to 256 usable bytes are checked whole when they are reused,
+// larger ones always in their first 64 bytes past the link and their last word.
 TEST(Secure, WriteAfterFreeIsCaughtWhenTheBlockIsReused) {
   REQUIRE_SECURE(4);
-  for (size_t size : { 32, 100, 3000, 60000 }) {
-    for (size_t at : { sizeof(void*), size / 2, size - 1 }) {
+  for (size_t size : { 32, 100, 256, 3000, 60000 }) {
+    const size_t usable = mi_good_size(size + sizeof(void*)) - sizeof(void*);   // (the trailer word)
+    for (size_t at : { sizeof(void*), size / 2, size - 1, (size_t)71, usable - 1 }) {
+      if (at >= size || (usable > 256 && at >= 72 && at < usable - 8)) continue;
+      SCOPED_TRACE(testing::Message() << "size " << size << ", byte " << at);
       EXPECT_STOPS({
         mi_heap_t* heap = mi_heap_new();
         char* p = (char*)mi_heap_malloc(heap, dyn(size));
@@ -322,6 +327,23 @@ TEST(Secure, WriteAfterFreeIsCaughtWhenTheBlockIsReused) {
         allocate_until(heap, size, p);
       }, "write after free in heap block .* was written after the block was freed");
     }
+  }
+}
+
+// Elsewhere in a larger block, a write after free is caught when the block
+// is checked whole: at random, about one reuse in 8 (at most 15 apart).
+TEST(Secure, WriteAfterFreeInTheMiddleOfALargeBlockIsCaughtSoon) {
+  REQUIRE_SECURE(4);
+  for (size_t size : { 3000, 60000 }) {
+    EXPECT_STOPS({
+      mi_heap_t* heap = mi_heap_new();
+      for (int round = 0; round < 400; round++) {
+        char* p = (char*)mi_heap_malloc(heap, dyn(size));
+        mi_free(p);
+        ((volatile char*)p)[size / 2] = 1;
+        if (allocate_until(heap, size, p) == nullptr) break;
+      }
+    }, "write after free in heap block .* was written after the block was freed");
   }
 }
 
