@@ -8,6 +8,9 @@
     so the over-allocate-and-trim fallback is rarely needed;
   - page rounding: commit rounds outward, decommit/purge round inward;
   - reporting: every failing OS call is a warning, never a crash;
+  - huge OS pages for reservations: one GiB at a time at addresses of their
+    own (from 32 TiB), 1 GiB pages or else 2 MiB pages, bound to a NUMA node
+    and faulted in at once (region.c turns them into pinned regions);
   - purge = MADV_DONTNEED (the range stays accessible and reads zeros);
     whether a page purge decommits instead is decided by the segment layer.
 

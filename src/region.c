@@ -28,6 +28,14 @@
   bits so nobody can take them meanwhile. Purged blocks are clean: the next
   segment built on them knows its memory is zero.
 
+  Reserved huge OS pages (option reserve_huge_os_pages and the
+  mi_reserve_huge_os_pages_* functions): each reserved GiB (one 1 GiB page,
+  or 512 of 2 MiB) becomes four regions flagged is_large and is_reserved:
+  committed, zero, never purged and never unmapped. Segments that may live in
+  pinned memory take their blocks there first (their thread's NUMA node
+  first), before any other region or OS memory. 1.6 put 32 MiB-block arenas
+  under its regions for this; four ready regions need no second bitmap layer.
+
   Which region segments are abandoned is kept beside the regions, in the
   same shape (one word per region slot), by abandoned.c.
 
