@@ -3,8 +3,7 @@
 
   A general-purpose allocator compatible with the mimalloc 1.6 API: every
   function here is exported by libmimalloc.so / libmimalloc.a / mimalloc.o.
-  (The three mi_reserve_huge_os_pages* functions of 1.6 come with the huge
-  OS pages support.) Companion headers: mimalloc-override.h (source-level
+  Companion headers: mimalloc-override.h (source-level
   override by macros) and mimalloc-new-delete.h (C++ operators).
 -----------------------------------------------------------------------------*/
 #pragma once
@@ -287,6 +286,16 @@ mi_decl_export bool mi_heap_visit_blocks(const mi_heap_t* heap, bool visit_all_b
 // Experimental
 mi_decl_nodiscard mi_decl_export bool mi_is_in_heap_region(const void* p) mi_attr_noexcept;
 mi_decl_nodiscard mi_decl_export bool mi_is_redirected(void) mi_attr_noexcept;
+
+// Reserve `pages` GiB of huge OS pages (1 GiB pages, else 2 MiB pages for the
+// same GiB), pinned until the process ends; segments are carved from them
+// before any other OS memory. Returns 0 if at least one GiB was reserved,
+// ENOMEM if none could be (no free huge pages; always in secure builds),
+// ETIMEDOUT if the time limit (0: none) stopped it early (what was reserved
+// until then is used). 64-bit only.
+mi_decl_export int mi_reserve_huge_os_pages_interleave(size_t pages, size_t numa_nodes, size_t timeout_msecs) mi_attr_noexcept;  // spread over NUMA nodes (0: all detected)
+mi_decl_export int mi_reserve_huge_os_pages_at(size_t pages, int numa_node, size_t timeout_msecs) mi_attr_noexcept;              // on one node (-1: none)
+mi_decl_export int mi_reserve_huge_os_pages(size_t pages, double max_secs, size_t* pages_reserved) mi_attr_noexcept;              // deprecated: interleaved; *pages_reserved: GiBs obtained
 
 // ------------------------------------------------------
 // Options, all `false` by default

@@ -327,12 +327,21 @@ void mi_process_init(void) mi_attr_noexcept {
   mi_thread_init();
 }
 
+// MIMALLOC_RESERVE_HUGE_OS_PAGES=N: N GiB over the NUMA nodes, in N x 500 ms
+// at most. At load, not in mi_process_init: that may run before the
+// environment is readable (an allocation during preloading).
+static void mi_process_reserve_huge(void) {
+  const long pages = mi_option_get(mi_option_reserve_huge_os_pages);
+  if (pages > 0) mi_reserve_huge_os_pages_interleave((size_t)pages, 0, (size_t)pages * 500);
+}
+
 // Runs when the library is loaded, before main.
 static void __attribute__((constructor)) mi_process_load(void) {
   mi_heap_main_init();
   _mi_options_init();
   atexit(&mi_process_done);
   mi_process_init();
+  mi_process_reserve_huge();
   _mi_prof_process_init();   // after the options: the environment is readable now
   _mi_stats_process_init();
 }

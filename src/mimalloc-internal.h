@@ -128,11 +128,12 @@ size_t     _mi_os_resident(void* p, size_t size);          // resident bytes (SI
 size_t     _mi_os_numa_node_count(void);                   // option use_numa_nodes, else detected
 size_t     _mi_os_numa_node(void);                         // the calling thread's node
 bool       _mi_os_numa_prefer(void* p, size_t size, size_t node);
+void*      _mi_os_alloc_huge_os_page(int numa_node, size_t* page_size, int* err);   // one GiB, pinned
 bool       _mi_os_protect(void* p, size_t size);
 bool       _mi_os_unprotect(void* p, size_t size);
 
 // region.c
-void*      _mi_region_alloc(size_t size, bool commit, bool allow_large, bool* is_committed,
+void*      _mi_region_alloc(size_t size, bool commit, bool allow_fixed, bool* is_committed,
                             bool* is_large, bool* is_zero, mi_memid_t* memid, mi_segments_tld_t* tld);
 void       _mi_region_free(void* p, size_t size, mi_memid_t memid, bool fully_committed, bool purge_now);
 void       _mi_region_collect(bool force, bool free_unused);

@@ -197,6 +197,7 @@ typedef struct mi_padding_s {
 #define MI_REGION_SIZE                    (MI_SEGMENT_SIZE * MI_REGION_BLOCKS)  // 256 MiB
 #define MI_REGION_MAX                     (1024)                           // 256 GiB of region memory
 #define MI_REGION_MAX_OBJ_BLOCKS          (MI_REGION_BLOCKS/4)             // 16 blocks = 64 MiB
+#define MI_HUGE_OS_PAGE_SIZE              ((size_t)1 << 30)                // 1 GiB: the unit of huge page reservations
 
 // The user address space: x86-64 hands out addresses below 2^47 and arm64
 // below 2^48 (unless asked for more with an address hint, which we never do).

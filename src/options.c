@@ -70,7 +70,7 @@ static mi_option_desc_t options[_mi_option_last] = {
   { 1, MI_UNINIT, MI_OPTION(eager_region_commit), MI_BOOL },  // commit whole regions when created
   { 0, MI_UNINIT, MI_OPTION(reset_decommits), MI_BOOL },      // purge by decommit instead of MADV_DONTNEED
   { 0, MI_UNINIT, MI_OPTION(large_os_pages), MI_BOOL },       // use 2 MiB OS pages where possible
-  { 0, MI_UNINIT, MI_OPTION(reserve_huge_os_pages), MI_COUNT },// 1 GiB OS pages: read and reported, no effect yet (no huge OS page support)
+  { 0, MI_UNINIT, MI_OPTION(reserve_huge_os_pages), MI_COUNT },// GiBs of huge OS pages reserved at load (1 GiB pages, else 2 MiB), used first
   { 0, MI_UNINIT, MI_OPTION(segment_cache), MI_COUNT },       // per-thread segment cache size
   { 1, MI_UNINIT, MI_OPTION(page_reset), MI_BOOL },           // purge free pages after reset_delay
   { 0, MI_UNINIT, MI_OPTION(abandoned_page_reset), MI_BOOL }, // purge free pages of abandoned segments at once, not after the delay

@@ -8,6 +8,9 @@
     so the over-allocate-and-trim fallback is rarely needed;
   - page rounding: commit rounds outward, decommit/purge round inward;
   - reporting: every failing OS call is a warning, never a crash;
+  - huge OS pages for reservations: one GiB at a time at addresses of their
+    own (from 32 TiB), 1 GiB pages or else 2 MiB pages, bound to a NUMA node
+    and faulted in at once (region.c turns them into pinned regions);
   - purge = MADV_DONTNEED (the range stays accessible and reads zeros);
     whether a page purge decommits instead is decided by the segment layer.
 
@@ -127,6 +130,8 @@ void _mi_os_free_ex(void* p, size_t size, size_t committed) {
 // Aligned allocation with the address hint
 // ---------------------------------------------------------------------------
 
+static void mi_os_init_huge_hint(uintptr_t random);
+
 #if (MI_INTPTR_SIZE >= 8)
 #define MI_HINT_BASE  ((uintptr_t)4 << 40)   // 4 TiB
 #define MI_HINT_AREA  ((uintptr_t)4 << 40)   // random start within the first 4 TiB above the base
@@ -146,6 +151,7 @@ void _mi_os_init_hint(uintptr_t random) {
   (void)random;
   #endif
   mi_atomic_store_release(&aligned_start, start);
+  mi_os_init_huge_hint(random);
 }
 
 // A hint address for a `size` bytes segment-aligned reservation, or NULL.
@@ -166,7 +172,7 @@ static void* mi_os_get_aligned_hint(size_t try_alignment, size_t size) {
   return (void*)hint;
 }
 #else
-void _mi_os_init_hint(uintptr_t random) { (void)random; }
+void _mi_os_init_hint(uintptr_t random) { mi_os_init_huge_hint(random); }
 static void* mi_os_get_aligned_hint(size_t try_alignment, size_t size) {
   (void)try_alignment; (void)size; return NULL;
 }
@@ -322,6 +328,74 @@ size_t _mi_os_inward_size(void* addr, size_t size) {
   size_t csize;
   mi_os_page_align_area(addr, size, true, &csize);
   return csize;
+}
+
+// ---------------------------------------------------------------------------
+// Huge OS pages (reserved once, pinned)
+// ---------------------------------------------------------------------------
+
+// Reserved GiBs are mapped at addresses of their own, from 32 TiB up (plus a
+// random multiple of 1 GiB, up to 4095 GiB, outside non-secure debug builds,
+// as 1.6), far from the segment hint area [4 TiB, 30 TiB).
+#if (MI_INTPTR_SIZE >= 8)
+#define MI_HUGE_HINT_BASE  ((uintptr_t)32 << 40)   // 32 TiB
+static _Atomic(uintptr_t) huge_hint;
+
+static void mi_os_init_huge_hint(uintptr_t random) {
+  uintptr_t start = MI_HUGE_HINT_BASE;
+  #if (MI_DEBUG == 0 || MI_SECURE > 0)
+  start += MI_HUGE_OS_PAGE_SIZE * ((random >> 40) & 0xFFF);
+  #else
+  (void)random;
+  #endif
+  mi_atomic_store_release(&huge_hint, start);
+}
+
+static void* mi_os_huge_hint(void) {
+  uintptr_t expected = 0;
+  mi_atomic_cas_strong_acq_rel(&huge_hint, &expected, MI_HUGE_HINT_BASE);   // not initialised yet
+  return (void*)mi_atomic_add_acq_rel(&huge_hint, MI_HUGE_OS_PAGE_SIZE);
+}
+#else
+static void mi_os_init_huge_hint(uintptr_t random) { (void)random; }
+static void* mi_os_huge_hint(void) { return NULL; }
+#endif
+
+// Once the OS refused 1 GiB pages, the following GiBs ask for 2 MiB pages only.
+static _Atomic(size_t) mi_huge_1gib_refused;
+
+// Map one GiB of fixed huge OS pages: one 1 GiB page, or else 512 pages of
+// 2 MiB. With `numa_node` >= 0 its pages prefer that node. It is faulted in
+// before it is returned (zeroed and placed now, not on first use). Returns
+// NULL with *err set (ENOMEM: no pool has free pages; ENOSYS: the OS has no
+// huge pages), else the start (segment aligned) and the page size used.
+void* _mi_os_alloc_huge_os_page(int numa_node, size_t* page_size, int* err) {
+  void* p = NULL;
+  void* hint = mi_os_huge_hint();
+  *page_size = 0;
+  *err = ENOMEM;
+  if (mi_atomic_load_relaxed(&mi_huge_1gib_refused) == 0) {
+    *err = _mi_prim_alloc_huge_os_pages(hint, MI_HUGE_OS_PAGE_SIZE, MI_HUGE_OS_PAGE_SIZE, &p);
+    if (*err == 0) *page_size = MI_HUGE_OS_PAGE_SIZE;
+    else mi_atomic_store_relaxed(&mi_huge_1gib_refused, 1);
+  }
+  if (p == NULL) {
+    *err = _mi_prim_alloc_huge_os_pages(hint, MI_HUGE_OS_PAGE_SIZE, os_large_page_size, &p);
+    if (*err == 0) *page_size = os_large_page_size;
+  }
+  mi_stat_counter_increase(NULL, mmap_calls, 1);
+  if (p == NULL) return NULL;
+  if (((uintptr_t)p % MI_SEGMENT_SIZE) != 0) {
+    // (2 MiB pages away from the hint: regions need segment alignment)
+    _mi_prim_free(p, MI_HUGE_OS_PAGE_SIZE);
+    *err = EFAULT;
+    return NULL;
+  }
+  mi_stat_increase(NULL, reserved, MI_HUGE_OS_PAGE_SIZE);
+  mi_stat_increase(NULL, committed, MI_HUGE_OS_PAGE_SIZE);
+  if (numa_node >= 0) _mi_os_numa_prefer(p, MI_HUGE_OS_PAGE_SIZE, (size_t)numa_node);
+  _mi_os_populate(p, MI_HUGE_OS_PAGE_SIZE);
+  return p;
 }
 
 // ---------------------------------------------------------------------------

@@ -28,6 +28,14 @@
   bits so nobody can take them meanwhile. Purged blocks are clean: the next
   segment built on them knows its memory is zero.
 
+  Reserved huge OS pages (option reserve_huge_os_pages and the
+  mi_reserve_huge_os_pages_* functions): each reserved GiB (one 1 GiB page,
+  or 512 of 2 MiB) becomes four regions flagged is_large and is_reserved:
+  committed, zero, never purged and never unmapped. Segments that may live in
+  pinned memory take their blocks there first (their thread's NUMA node
+  first), before any other region or OS memory. 1.6 put 32 MiB-block arenas
+  under its regions for this; four ready regions need no second bitmap layer.
+
   Which region segments are abandoned is kept beside the regions, in the
   same shape (one word per region slot), by abandoned.c.
 
@@ -41,6 +49,8 @@
 #include "mimalloc-internal.h"
 #include "prim/prim.h"
 
+#include <stdio.h>    // snprintf
+
 #define MI_REGION_UNUSED    (0)
 #define MI_REGION_SETUP     (1)
 #define MI_REGION_LIVE      (2)
@@ -51,9 +61,10 @@
 typedef struct mem_region_s {
   _Atomic(uintptr_t) state;
   _Atomic(uintptr_t) start;
-  _Atomic(uintptr_t) is_large;      // fixed large OS pages (never purged)
+  _Atomic(uintptr_t) is_large;      // fixed large or huge OS pages (never purged)
   _Atomic(uintptr_t) large_wanted;  // created for large OS pages (fixed, or transparent)
-  _Atomic(uintptr_t) numa_node;     // node preferred for its pages (with more than one node)
+  _Atomic(uintptr_t) is_reserved;   // part of a reserved huge OS page: pinned, never unmapped
+  _Atomic(uintptr_t) numa_node;     // node preferred for its pages (MI_NUMA_ANY: none)
   _Atomic(uintptr_t) in_use;
   _Atomic(uintptr_t) commit;        // block is committed (accessible)
   _Atomic(uintptr_t) dirty;
@@ -61,11 +72,14 @@ typedef struct mem_region_s {
   _Atomic(uintptr_t) purge_young;   // freed since the last expiry: due one expiry later
   _Atomic(uintptr_t) purged;        // block was purged and not used since (statistics)
   _Atomic(int64_t)   purge_expire;
-  uint8_t padding[128 - 12*sizeof(uintptr_t)];   // keep regions on separate cache lines
+  uint8_t padding[128 - 13*sizeof(uintptr_t)];   // keep regions on separate cache lines
 } mem_region_t;
+
+#define MI_NUMA_ANY         (SIZE_MAX)   // a reserved huge page given no node
 
 static mem_region_t regions[MI_REGION_MAX];
 static _Atomic(size_t) regions_count;      // slots handed out so far (only grows)
+static _Atomic(size_t) regions_reserved;   // regions of reserved huge OS pages (only grows)
 static _Atomic(int64_t) purge_next;        // earliest pending purge expiry (0: none)
 
 // ---------------------------------------------------------------------------
@@ -114,47 +128,41 @@ int64_t _mi_region_purge_next(void) {
 // Region set-up and tear-down
 // ---------------------------------------------------------------------------
 
-// Set up a fresh region in a new or dead slot; returns its index or SIZE_MAX.
-static size_t mi_region_create(bool commit, bool allow_large) {
+// Claim a dead or a new slot for a region being set up; SIZE_MAX if none is left.
+static size_t mi_region_slot_claim(void) {
   // reuse a dead slot first, else take a new one
-  size_t idx = SIZE_MAX;
   const size_t count = mi_atomic_load_acquire(&regions_count);
   for (size_t i = 0; i < count; i++) {
     uintptr_t expected = MI_REGION_DEAD;
-    if (mi_atomic_cas_strong_acq_rel(&regions[i].state, &expected, MI_REGION_SETUP)) { idx = i; break; }
+    if (mi_atomic_cas_strong_acq_rel(&regions[i].state, &expected, MI_REGION_SETUP)) return i;
   }
-  if (idx == SIZE_MAX) {
-    idx = mi_atomic_add_acq_rel(&regions_count, 1);
-    if (idx >= MI_REGION_MAX) {
-      mi_atomic_sub_acq_rel(&regions_count, 1);
-      _mi_warning_message("maximum regions used: %zu GiB (perhaps recompile with a larger setting)\n",
-                          (MI_REGION_MAX * MI_REGION_SIZE) / GiB);
-      return SIZE_MAX;
-    }
-    mi_atomic_store_release(&regions[idx].state, MI_REGION_SETUP);
-  }
-  mem_region_t* region = &regions[idx];
-  // accessible memory that is never touched costs nothing on an overcommitting OS:
-  // with eager_region_commit the region is committed whatever this first request wants,
-  // so that later segments carved from it need no commit call
-  (void)commit;
-  const bool eager = (mi_option_get(mi_option_eager_region_commit) != 0);
-  bool is_large = false, is_zero = false;
-  void* start = _mi_os_alloc_aligned_at(MI_REGION_SIZE, MI_SEGMENT_SIZE, 0, eager, allow_large && eager, &is_large, &is_zero);
-  if (start == NULL) {
-    mi_atomic_store_release(&region->in_use, MI_BITMAP_FULL);
-    mi_atomic_store_release(&region->state, MI_REGION_DEAD);
+  const size_t idx = mi_atomic_add_acq_rel(&regions_count, 1);
+  if (idx >= MI_REGION_MAX) {
+    mi_atomic_sub_acq_rel(&regions_count, 1);
+    _mi_warning_message("maximum regions used: %zu GiB (perhaps recompile with a larger setting)\n",
+                        (MI_REGION_MAX * MI_REGION_SIZE) / GiB);
     return SIZE_MAX;
   }
+  mi_atomic_store_release(&regions[idx].state, MI_REGION_SETUP);
+  return idx;
+}
+
+// Give back a slot that was claimed but not published.
+static void mi_region_slot_release(size_t idx) {
+  mi_atomic_store_release(&regions[idx].in_use, MI_BITMAP_FULL);
+  mi_atomic_store_release(&regions[idx].state, MI_REGION_DEAD);
+}
+
+// Fill in a claimed slot for the memory at `start` and make it live.
+static void mi_region_publish(size_t idx, void* start, bool committed, bool is_large, bool large_wanted,
+                              bool is_reserved, size_t node, bool is_zero) {
+  mem_region_t* region = &regions[idx];
   mi_atomic_store_relaxed(&region->start, (uintptr_t)start);
   mi_atomic_store_relaxed(&region->is_large, is_large ? 1 : 0);
-  mi_atomic_store_relaxed(&region->large_wanted, (allow_large && eager) ? 1 : 0);
-  // with more than one NUMA node, the region prefers the creating thread's
-  // node for its pages, and segment requests look in their node's regions first
-  const size_t node = _mi_os_numa_node();
+  mi_atomic_store_relaxed(&region->large_wanted, large_wanted ? 1 : 0);
+  mi_atomic_store_relaxed(&region->is_reserved, is_reserved ? 1 : 0);
   mi_atomic_store_relaxed(&region->numa_node, node);
-  if (_mi_os_numa_node_count() > 1 && !is_large) _mi_os_numa_prefer(start, MI_REGION_SIZE, node);
-  mi_atomic_store_relaxed(&region->commit, eager ? MI_BITMAP_FULL : 0);
+  mi_atomic_store_relaxed(&region->commit, committed ? MI_BITMAP_FULL : 0);
   mi_atomic_store_relaxed(&region->dirty, is_zero ? 0 : MI_BITMAP_FULL);
   mi_atomic_store_relaxed(&region->purge, 0);
   mi_atomic_store_relaxed(&region->purge_young, 0);
@@ -162,6 +170,27 @@ static size_t mi_region_create(bool commit, bool allow_large) {
   mi_atomic_store_relaxed(&region->purge_expire, 0);
   mi_atomic_store_release(&region->in_use, 0);
   mi_atomic_store_release(&region->state, MI_REGION_LIVE);   // publish last
+}
+
+// Set up a fresh region in a new or dead slot; returns its index or SIZE_MAX.
+static size_t mi_region_create(bool want_large) {
+  const size_t idx = mi_region_slot_claim();
+  if (idx == SIZE_MAX) return SIZE_MAX;
+  // accessible memory that is never touched costs nothing on an overcommitting OS:
+  // with eager_region_commit the region is committed whatever this first request wants,
+  // so that later segments carved from it need no commit call
+  const bool eager = (mi_option_get(mi_option_eager_region_commit) != 0);
+  bool is_large = false, is_zero = false;
+  void* start = _mi_os_alloc_aligned_at(MI_REGION_SIZE, MI_SEGMENT_SIZE, 0, eager, want_large, &is_large, &is_zero);
+  if (start == NULL) {
+    mi_region_slot_release(idx);
+    return SIZE_MAX;
+  }
+  // with more than one NUMA node, the region prefers the creating thread's
+  // node for its pages, and segment requests look in their node's regions first
+  const size_t node = _mi_os_numa_node();
+  if (_mi_os_numa_node_count() > 1 && !is_large) _mi_os_numa_prefer(start, MI_REGION_SIZE, node);
+  mi_region_publish(idx, start, eager, is_large, want_large, false, node, is_zero);
   return idx;
 }
 
@@ -171,6 +200,7 @@ static void mi_regions_free_unused(void) {
   for (size_t i = 0; i < count; i++) {
     mem_region_t* region = &regions[i];
     if (mi_atomic_load_acquire(&region->state) != MI_REGION_LIVE) continue;
+    if (mi_atomic_load_relaxed(&region->is_reserved) != 0) continue;   // pinned until the process ends
     uintptr_t expected = 0;
     if (!mi_atomic_cas_strong_acq_rel(&region->in_use, &expected, MI_BITMAP_FULL)) continue;
     // nobody can claim blocks now: retire the slot and unmap
@@ -245,7 +275,36 @@ static void* mi_region_claimed(size_t idx, size_t bitidx, size_t blocks, bool co
   return p;
 }
 
-void* _mi_region_alloc(size_t size, bool commit, bool allow_large, bool* is_committed,
+// Whether a live region that is not reserved may serve a request.
+static bool mi_region_serves(const mem_region_t* region, bool want_large, size_t node) {
+  if (mi_atomic_load_acquire(&region->state) != MI_REGION_LIVE) return false;
+  if (mi_atomic_load_relaxed(&region->is_reserved) != 0) return false;
+  if (mi_atomic_load_relaxed(&region->large_wanted) != (want_large ? 1u : 0u)) return false;
+  return (node == SIZE_MAX || mi_atomic_load_relaxed(&region->numa_node) == node);
+}
+
+// Claim a run of `blocks` in a region of reserved huge OS pages: those of the
+// calling thread's node (or of no node) first, then any. Returns the region
+// index or SIZE_MAX.
+static size_t mi_region_claim_reserved(size_t blocks, size_t* bitidx) {
+  if (mi_atomic_load_relaxed(&regions_reserved) == 0) return SIZE_MAX;
+  const size_t node = _mi_os_numa_node();
+  const size_t count = mi_atomic_load_acquire(&regions_count);
+  for (int pass = 0; pass < 2; pass++) {
+    for (size_t idx = 0; idx < count; idx++) {
+      mem_region_t* region = &regions[idx];
+      if (mi_atomic_load_acquire(&region->state) != MI_REGION_LIVE) continue;
+      if (mi_atomic_load_relaxed(&region->is_reserved) == 0) continue;
+      const size_t rnode = mi_atomic_load_relaxed(&region->numa_node);
+      if (pass == 0 && rnode != node && rnode != MI_NUMA_ANY) continue;
+      if (mi_bitmap_try_claim(&region->in_use, blocks, bitidx)) return idx;
+    }
+  }
+  return SIZE_MAX;
+}
+
+// `allow_fixed`: the segment may live in fixed (pinned) large or huge OS pages.
+void* _mi_region_alloc(size_t size, bool commit, bool allow_fixed, bool* is_committed,
                        bool* is_large, bool* is_zero, mi_memid_t* memid, mi_segments_tld_t* tld) {
   mi_assert_internal(size > 0 && (size % MI_SEGMENT_SIZE) == 0);
   memid->region_idx = 0;
@@ -255,10 +314,20 @@ void* _mi_region_alloc(size_t size, bool commit, bool allow_large, bool* is_comm
   // and those that may not (a thread's first, lazily committed segments, which
   // would fault in whole large pages) live in different regions: otherwise the
   // first segment's region, created without them, would serve all the others
-  const bool want_large = (allow_large && mi_option_get(mi_option_eager_region_commit) != 0);
+  const bool want_large = (allow_fixed && mi_option_get(mi_option_large_os_pages) != 0 &&
+                           mi_option_get(mi_option_eager_region_commit) != 0);
   // with more than one NUMA node, only regions of the calling thread's node (as 1.6)
   const size_t node = (_mi_os_numa_node_count() > 1 ? _mi_os_numa_node() : SIZE_MAX);
   if (blocks <= MI_REGION_MAX_OBJ_BLOCKS) {
+    // 0. reserved huge OS pages come before any other memory
+    size_t bitidx;
+    if (allow_fixed) {
+      const size_t idx = mi_region_claim_reserved(blocks, &bitidx);
+      if (idx != SIZE_MAX) {
+        tld->region_cursor = idx;
+        return mi_region_claimed(idx, bitidx, blocks, commit, is_committed, is_large, is_zero, memid);
+      }
+    }
     // 1. the best fit among free blocks that are still resident (freed,
     //    purge pending): no page faults, and their pending purge is cancelled
     const size_t count = mi_atomic_load_acquire(&regions_count);
@@ -267,10 +336,8 @@ void* _mi_region_alloc(size_t size, bool commit, bool allow_large, bool* is_comm
     for (size_t n = 0; n < count; n++) {
       size_t idx = (start + n) % count;
       mem_region_t* region = &regions[idx];
-      if (mi_atomic_load_acquire(&region->state) != MI_REGION_LIVE) continue;
-      if (mi_atomic_load_relaxed(&region->large_wanted) != (want_large ? 1u : 0u)) continue;
-      if (node != SIZE_MAX && mi_atomic_load_relaxed(&region->numa_node) != node) continue;
-      size_t bitidx = 0, len = 0;
+      if (!mi_region_serves(region, want_large, node)) continue;
+      size_t len = 0;
       if (mi_region_best_resident(region, blocks, &bitidx, &len) && (best_region == SIZE_MAX || len < best_len)) {
         best_region = idx; best_idx = bitidx; best_len = len;
         if (len == blocks) break;
@@ -284,19 +351,15 @@ void* _mi_region_alloc(size_t size, bool commit, bool allow_large, bool* is_comm
     for (size_t n = 0; n < count; n++) {
       size_t idx = (start + n) % count;
       mem_region_t* region = &regions[idx];
-      if (mi_atomic_load_acquire(&region->state) != MI_REGION_LIVE) continue;
-      if (mi_atomic_load_relaxed(&region->large_wanted) != (want_large ? 1u : 0u)) continue;
-      if (node != SIZE_MAX && mi_atomic_load_relaxed(&region->numa_node) != node) continue;
-      size_t bitidx;
+      if (!mi_region_serves(region, want_large, node)) continue;
       if (mi_bitmap_try_claim(&region->in_use, blocks, &bitidx)) {
         tld->region_cursor = idx;
         return mi_region_claimed(idx, bitidx, blocks, commit, is_committed, is_large, is_zero, memid);
       }
     }
     // 3. a new region
-    size_t idx = mi_region_create(commit, allow_large);
+    size_t idx = mi_region_create(want_large);
     if (idx != SIZE_MAX) {
-      size_t bitidx;
       if (mi_bitmap_try_claim(&regions[idx].in_use, blocks, &bitidx)) {
         tld->region_cursor = idx;
         return mi_region_claimed(idx, bitidx, blocks, commit, is_committed, is_large, is_zero, memid);
@@ -448,6 +511,122 @@ void _mi_region_collect(bool force, bool free_unused) {
     mi_region_purge(&regions[i], now, force);
   }
   if (free_unused) mi_regions_free_unused();
+}
+
+// ---------------------------------------------------------------------------
+// Reserved huge OS pages
+// ---------------------------------------------------------------------------
+
+#define MI_HUGE_REGIONS  (MI_HUGE_OS_PAGE_SIZE / MI_REGION_SIZE)   // regions per reserved GiB
+
+// Make the reserved GiB at `start` into regions of the table; false (and the
+// GiB unmapped) if the table has no room left for them.
+static bool mi_region_add_reserved(void* start, size_t node) {
+  size_t idx[MI_HUGE_REGIONS];
+  for (size_t i = 0; i < MI_HUGE_REGIONS; i++) {
+    idx[i] = mi_region_slot_claim();
+    if (idx[i] == SIZE_MAX) {
+      while (i > 0) mi_region_slot_release(idx[--i]);
+      _mi_os_free_ex(start, MI_HUGE_OS_PAGE_SIZE, MI_HUGE_OS_PAGE_SIZE);
+      return false;
+    }
+  }
+  for (size_t i = 0; i < MI_HUGE_REGIONS; i++) {
+    mi_region_publish(idx[i], (uint8_t*)start + i * MI_REGION_SIZE, true, true, true, true, node, true);
+  }
+  mi_atomic_add_acq_rel(&regions_reserved, MI_HUGE_REGIONS);
+  return true;
+}
+
+// Reserve `pages` GiB of huge OS pages for `numa_node` (-1: none), in at most
+// about `timeout_msecs` (0: no limit); *reserved counts the GiBs obtained.
+static int mi_reserve_huge_at(size_t pages, int numa_node, size_t timeout_msecs, size_t* reserved) {
+  *reserved = 0;
+  if (pages == 0) return 0;
+  char where[32] = "";
+  if (numa_node >= 0) snprintf(where, sizeof(where), " on node %d", numa_node);
+  if (MI_SECURE > 0 || MI_INTPTR_SIZE < 8) {
+    // (secure: segments in pinned memory could have no guard pages, and would never get any)
+    _mi_warning_message("huge OS pages: none reserved of %zu GiB requested%s: not in %s\n",
+                        pages, where, (MI_SECURE > 0 ? "secure builds" : "32-bit builds"));
+    return ENOMEM;
+  }
+  const size_t node = (numa_node < 0 ? MI_NUMA_ANY : (size_t)numa_node);
+  const int64_t start = _mi_prim_clock_now();
+  size_t gib_1g = 0, gib_2m = 0;
+  int err = 0;
+  for (size_t i = 0; i < pages; i++) {
+    const int64_t elapsed = _mi_prim_clock_now() - start;
+    if (i > 0 && timeout_msecs > 0) {
+      // stop at the limit, or when the pages so far project beyond twice the limit (as 1.6)
+      const int64_t projected = (elapsed / (int64_t)i) * (int64_t)pages;
+      if (elapsed >= (int64_t)timeout_msecs || projected > 2 * (int64_t)timeout_msecs) { err = ETIMEDOUT; break; }
+    }
+    size_t page_size = 0;
+    int oserr = 0;
+    void* p = _mi_os_alloc_huge_os_page(numa_node, &page_size, &oserr);
+    if (p == NULL) {
+      _mi_warning_message("huge OS pages: GiB %zu of %zu%s: the OS gives no free huge pages of 1 GiB or 2 MiB (error %d)\n",
+                          i + 1, pages, where, oserr);
+      err = ENOMEM;
+      break;
+    }
+    if (!mi_region_add_reserved(p, node)) { err = ENOMEM; break; }
+    if (page_size == MI_HUGE_OS_PAGE_SIZE) gib_1g++; else gib_2m++;
+    *reserved += 1;
+    _mi_verbose_message("huge OS pages: 1 GiB at %p%s: %s (%zu ms)\n", p, where,
+                        (page_size == MI_HUGE_OS_PAGE_SIZE ? "one 1 GiB page" : "512 pages of 2 MiB (no 1 GiB page free)"),
+                        (size_t)(_mi_prim_clock_now() - start - elapsed));
+  }
+  const size_t msecs = (size_t)(_mi_prim_clock_now() - start);
+  if (*reserved == 0) {
+    _mi_warning_message("huge OS pages: none reserved of %zu GiB requested%s (%zu ms)%s\n", pages, where, msecs,
+                        (err == ETIMEDOUT ? ": time limit reached" : ""));
+    return err;
+  }
+  _mi_verbose_message("huge OS pages: reserved %zu GiB of %zu requested%s: %zu page%s of 1 GiB, %zu pages of 2 MiB, in %zu ms%s\n",
+                      *reserved, pages, where, gib_1g, (gib_1g == 1 ? "" : "s"), gib_2m * (MI_HUGE_OS_PAGE_SIZE / (2 * MiB)), msecs,
+                      (err == ETIMEDOUT ? " (stopped at the time limit)" : ""));
+  return (err == ETIMEDOUT ? ETIMEDOUT : 0);
+}
+
+int mi_reserve_huge_os_pages_at(size_t pages, int numa_node, size_t timeout_msecs) mi_attr_noexcept {
+  if (numa_node < -1) numa_node = -1;
+  if (numa_node >= 0) numa_node = (int)((size_t)numa_node % _mi_os_numa_node_count());
+  size_t reserved;
+  return mi_reserve_huge_at(pages, numa_node, timeout_msecs, &reserved);
+}
+
+// `pages / nodes` GiB per node (the remainder to the lowest nodes), each node
+// `timeout / nodes + 50` ms; stops at the first node that fails.
+static int mi_reserve_huge_interleave(size_t pages, size_t numa_nodes, size_t timeout_msecs, size_t* reserved) {
+  *reserved = 0;
+  if (pages == 0) return 0;
+  const size_t nodes = (numa_nodes > 0 ? numa_nodes : _mi_os_numa_node_count());
+  const size_t timeout_per = (timeout_msecs == 0 ? 0 : (timeout_msecs / nodes) + 50);
+  for (size_t node = 0; node < nodes; node++) {
+    const size_t node_pages = (pages / nodes) + (node < (pages % nodes) ? 1 : 0);
+    if (node_pages == 0) break;
+    size_t got = 0;
+    const int err = mi_reserve_huge_at(node_pages, (int)(node % _mi_os_numa_node_count()), timeout_per, &got);
+    *reserved += got;
+    if (err != 0) return err;
+  }
+  return 0;
+}
+
+int mi_reserve_huge_os_pages_interleave(size_t pages, size_t numa_nodes, size_t timeout_msecs) mi_attr_noexcept {
+  size_t reserved;
+  return mi_reserve_huge_interleave(pages, numa_nodes, timeout_msecs, &reserved);
+}
+
+int mi_reserve_huge_os_pages(size_t pages, double max_secs, size_t* pages_reserved) mi_attr_noexcept {
+  _mi_warning_message("mi_reserve_huge_os_pages is deprecated: use mi_reserve_huge_os_pages_interleave/at instead\n");
+  size_t reserved = 0;
+  const size_t timeout = (max_secs > 0 && max_secs < 1e9 ? (size_t)(max_secs * 1000.0) : 0);   // (0: no limit)
+  const int err = mi_reserve_huge_interleave(pages, 0, timeout, &reserved);
+  if (pages_reserved != NULL) *pages_reserved = reserved;
+  return err;
 }
 
 // ---------------------------------------------------------------------------

@@ -641,7 +641,7 @@ static mi_segment_t* mi_segment_alloc(size_t required, mi_page_kind_t page_kind,
   const bool eager_delayed = (page_kind <= MI_PAGE_MEDIUM && tld->count < (size_t)mi_option_get(mi_option_eager_commit_delay));
   const bool eager = !eager_delayed && (mi_option_get(mi_option_eager_commit) != 0);
   const bool commit = eager || (page_kind >= MI_PAGE_LARGE);
-  const bool allow_large = (MI_SECURE == 0) && !eager_delayed && (mi_option_get(mi_option_large_os_pages) != 0);   // guards need mprotect
+  const bool allow_fixed = (MI_SECURE == 0) && !eager_delayed;   // pinned large/huge OS pages (secure: guards need mprotect)
 
   mi_memid_t memid = { 0, 0 };
   bool is_committed = false, is_large = false, is_zero = false;
@@ -667,7 +667,7 @@ static mi_segment_t* mi_segment_alloc(size_t required, mi_page_kind_t page_kind,
   }
   else {
     mem_size = _mi_align_up(segment_size, MI_SEGMENT_SIZE);
-    segment = (mi_segment_t*)_mi_region_alloc(mem_size, commit, allow_large, &is_committed, &is_large, &is_zero, &memid, tld);
+    segment = (mi_segment_t*)_mi_region_alloc(mem_size, commit, allow_fixed, &is_committed, &is_large, &is_zero, &memid, tld);
   }
   if (segment == NULL) return NULL;
   mi_assert_internal(((uintptr_t)segment & MI_SEGMENT_MASK) == 0);

@@ -10,6 +10,9 @@
 set -u
 prog=$1
 pool=/proc/sys/vm/nr_hugepages
+# the pool is global: one user at a time, across concurrent test runs too
+exec 9>"${TMPDIR:-/tmp}/mimalloc-hugetlb-pool.lock"
+flock -w 120 9 || echo "(pool lock not taken)"
 old=$(cat "$pool" 2>/dev/null || echo 0)
 got=$old
 if [ -w "$pool" ]; then

@@ -19,18 +19,11 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "procfile.h"
+
 static char buf[4 << 20];   // smaps, read without stdio (which would allocate)
 
-static size_t read_file(const char* path) {
-  const int fd = open(path, O_RDONLY);
-  if (fd < 0) return 0;
-  size_t len = 0;
-  ssize_t n;
-  while (len < sizeof(buf) - 1 && (n = read(fd, buf + len, sizeof(buf) - 1 - len)) > 0) len += (size_t)n;
-  close(fd);
-  buf[len] = 0;
-  return len;
-}
+static size_t read_file(const char* path) { return proc_read_file(path, buf, sizeof(buf)); }
 
 int main(void) {
   void* head = NULL;

@@ -33,6 +33,15 @@ void _mi_prim_init(size_t* page_size, size_t* large_page_size);
 int _mi_prim_alloc(void* hint, size_t size, bool commit, bool try_large,
                    void** addr, bool* is_large, bool* is_zero);
 
+// Map `size` bytes of fixed huge OS pages of `page_size` bytes each (a power
+// of two; `size` a multiple of it; Linux: MAP_HUGETLB with the page size
+// encoded, as MAP_HUGE_1GB and MAP_HUGE_2MB), readable, writable and zero,
+// taken from the OS's pool of such pages at once (no MAP_NORESERVE: a later
+// touch cannot fail). `hint` is the wanted address, not forced: the mapping
+// may land elsewhere (aligned to `page_size`). ENOMEM when the pool has too
+// few free pages of that size; ENOSYS where the OS has no such pages.
+int _mi_prim_alloc_huge_os_pages(void* hint, size_t size, size_t page_size, void** addr);
+
 // Ask the OS to back a range with large pages where it can, transparently
 // (Linux: madvise MADV_HUGEPAGE). ENOSYS where there is no such advice.
 int _mi_prim_advise_huge(void* addr, size_t size);

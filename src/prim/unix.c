@@ -97,6 +97,25 @@ int _mi_prim_alloc(void* hint, size_t size, bool commit, bool try_large,
   return err;
 }
 
+int _mi_prim_alloc_huge_os_pages(void* hint, size_t size, size_t page_size, void** addr) {
+  *addr = NULL;
+  #if defined(MAP_HUGETLB) && defined(__linux__)
+  #if !defined(MAP_HUGE_SHIFT)
+  #define MAP_HUGE_SHIFT 26   // bits 26..31 of the flags: log2 of the page size
+  #endif
+  if (page_size == 0 || (page_size & (page_size - 1)) != 0 || (size % page_size) != 0) return EINVAL;
+  int log2 = 0;
+  while (((size_t)1 << log2) < page_size) log2++;
+  // no MAP_NORESERVE: the pages are taken from the pool now, so a later touch cannot fail
+  const int flags = MAP_PRIVATE | MAP_ANONYMOUS | MAP_HUGETLB | (log2 << MAP_HUGE_SHIFT);
+  const int err = unix_mmap(hint, size, PROT_READ | PROT_WRITE, flags, addr);
+  return (err == EINVAL ? ENOSYS : err);   // EINVAL: no pages of this size in this kernel
+  #else
+  (void)hint; (void)size; (void)page_size;
+  return ENOSYS;
+  #endif
+}
+
 int _mi_prim_advise_huge(void* addr, size_t size) {
   #if defined(MADV_HUGEPAGE)
   const int saved = errno;
