@@ -375,22 +375,17 @@ void* _mi_os_alloc_huge_os_page(int numa_node, size_t* page_size, int* err) {
   *page_size = 0;
   *err = ENOMEM;
   if (mi_atomic_load_relaxed(&mi_huge_1gib_refused) == 0) {
-    *err = _mi_prim_alloc_huge_os_pages(hint, MI_HUGE_OS_PAGE_SIZE, MI_HUGE_OS_PAGE_SIZE, &p);
+    *err = _mi_prim_alloc_huge_os_pages(hint, MI_HUGE_OS_PAGE_SIZE, MI_HUGE_OS_PAGE_SIZE, MI_HUGE_OS_PAGE_SIZE, &p);
     if (*err == 0) *page_size = MI_HUGE_OS_PAGE_SIZE;
     else mi_atomic_store_relaxed(&mi_huge_1gib_refused, 1);
   }
   if (p == NULL) {
-    *err = _mi_prim_alloc_huge_os_pages(hint, MI_HUGE_OS_PAGE_SIZE, os_large_page_size, &p);
+    *err = _mi_prim_alloc_huge_os_pages(hint, MI_HUGE_OS_PAGE_SIZE, os_large_page_size, MI_SEGMENT_SIZE, &p);
     if (*err == 0) *page_size = os_large_page_size;
   }
   mi_stat_counter_increase(NULL, mmap_calls, 1);
   if (p == NULL) return NULL;
-  if (((uintptr_t)p % MI_SEGMENT_SIZE) != 0) {
-    // (2 MiB pages away from the hint: regions need segment alignment)
-    _mi_prim_free(p, MI_HUGE_OS_PAGE_SIZE);
-    *err = EFAULT;
-    return NULL;
-  }
+  mi_assert_internal(((uintptr_t)p % MI_SEGMENT_SIZE) == 0);   // (regions need segment alignment)
   mi_stat_increase(NULL, reserved, MI_HUGE_OS_PAGE_SIZE);
   mi_stat_increase(NULL, committed, MI_HUGE_OS_PAGE_SIZE);
   if (numa_node >= 0) _mi_os_numa_prefer(p, MI_HUGE_OS_PAGE_SIZE, (size_t)numa_node);
