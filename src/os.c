@@ -375,17 +375,29 @@ void* _mi_os_alloc_huge_os_page(int numa_node, size_t* page_size, int* err) {
   *page_size = 0;
   *err = ENOMEM;
   if (mi_atomic_load_relaxed(&mi_huge_1gib_refused) == 0) {
-    *err = _mi_prim_alloc_huge_os_pages(hint, MI_HUGE_OS_PAGE_SIZE, MI_HUGE_OS_PAGE_SIZE, MI_HUGE_OS_PAGE_SIZE, &p);
+    *err = _mi_prim_alloc_huge_os_pages(hint, MI_HUGE_OS_PAGE_SIZE, MI_HUGE_OS_PAGE_SIZE, false, &p);
     if (*err == 0) *page_size = MI_HUGE_OS_PAGE_SIZE;
     else mi_atomic_store_relaxed(&mi_huge_1gib_refused, 1);
   }
   if (p == NULL) {
-    *err = _mi_prim_alloc_huge_os_pages(hint, MI_HUGE_OS_PAGE_SIZE, os_large_page_size, MI_SEGMENT_SIZE, &p);
+    *err = _mi_prim_alloc_huge_os_pages(hint, MI_HUGE_OS_PAGE_SIZE, os_large_page_size, false, &p);
     if (*err == 0) *page_size = os_large_page_size;
   }
   mi_stat_counter_increase(NULL, mmap_calls, 1);
   if (p == NULL) return NULL;
-  mi_assert_internal(((uintptr_t)p % MI_SEGMENT_SIZE) == 0);   // (regions need segment alignment)
+  if (((uintptr_t)p % MI_SEGMENT_SIZE) != 0) {
+    // 2 MiB pages away from the hint (taken, or the address space is laid
+    // out otherwise, as under ThreadSanitizer) and off the segment alignment
+    // that regions need: map them again over segment-aligned address space
+    // (the aligned allocation's over-allocate-and-trim, without memory)
+    _mi_prim_free(p, MI_HUGE_OS_PAGE_SIZE);
+    p = NULL;
+    void* const space = _mi_os_alloc_aligned_at(MI_HUGE_OS_PAGE_SIZE, MI_SEGMENT_SIZE, 0, false, false, NULL, NULL);
+    if (space == NULL) { *err = ENOMEM; return NULL; }
+    *err = _mi_prim_alloc_huge_os_pages(space, MI_HUGE_OS_PAGE_SIZE, *page_size, true, &p);
+    if (*err != 0) { _mi_os_free_ex(space, MI_HUGE_OS_PAGE_SIZE, 0); return NULL; }
+    mi_stat_decrease(NULL, reserved, MI_HUGE_OS_PAGE_SIZE);   // (counted again below, as huge pages)
+  }
   mi_stat_increase(NULL, reserved, MI_HUGE_OS_PAGE_SIZE);
   mi_stat_increase(NULL, committed, MI_HUGE_OS_PAGE_SIZE);
   if (numa_node >= 0) _mi_os_numa_prefer(p, MI_HUGE_OS_PAGE_SIZE, (size_t)numa_node);

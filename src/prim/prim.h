@@ -38,10 +38,11 @@ int _mi_prim_alloc(void* hint, size_t size, bool commit, bool try_large,
 // encoded, as MAP_HUGE_1GB and MAP_HUGE_2MB), readable, writable and zero,
 // taken from the OS's pool of such pages at once (no MAP_NORESERVE: a later
 // touch cannot fail). `hint` is the wanted address, not forced: the mapping
-// may land elsewhere, but always at a multiple of `align` (a power of two, at
-// least `page_size`). ENOMEM when the pool has too few free pages of that
-// size; ENOSYS where the OS has no such pages.
-int _mi_prim_alloc_huge_os_pages(void* hint, size_t size, size_t page_size, size_t align, void** addr);
+// may land elsewhere (aligned to `page_size`); with `fixed` it is mapped
+// exactly at `hint`, over address space the caller holds there. ENOMEM when
+// the pool has too few free pages of that size; ENOSYS where the OS has no
+// such pages.
+int _mi_prim_alloc_huge_os_pages(void* hint, size_t size, size_t page_size, bool fixed, void** addr);
 
 // Ask the OS to back a range with large pages where it can, transparently
 // (Linux: madvise MADV_HUGEPAGE). ENOSYS where there is no such advice.

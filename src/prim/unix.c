@@ -97,42 +97,21 @@ int _mi_prim_alloc(void* hint, size_t size, bool commit, bool try_large,
   return err;
 }
 
-int _mi_prim_alloc_huge_os_pages(void* hint, size_t size, size_t page_size, size_t align, void** addr) {
+int _mi_prim_alloc_huge_os_pages(void* hint, size_t size, size_t page_size, bool fixed, void** addr) {
   *addr = NULL;
   #if defined(MAP_HUGETLB) && defined(__linux__)
   #if !defined(MAP_HUGE_SHIFT)
   #define MAP_HUGE_SHIFT 26   // bits 26..31 of the flags: log2 of the page size
   #endif
   if (page_size == 0 || (page_size & (page_size - 1)) != 0 || (size % page_size) != 0) return EINVAL;
-  if (align < page_size || (align & (align - 1)) != 0) return EINVAL;
   int log2 = 0;
   while (((size_t)1 << log2) < page_size) log2++;
   // no MAP_NORESERVE: the pages are taken from the pool now, so a later touch cannot fail
-  const int flags = MAP_PRIVATE | MAP_ANONYMOUS | MAP_HUGETLB | (log2 << MAP_HUGE_SHIFT);
-  int err = unix_mmap(hint, size, PROT_READ | PROT_WRITE, flags, addr);
-  if (err == EINVAL) return ENOSYS;   // no pages of this size in this kernel
-  if (err != 0 || ((uintptr_t)*addr % align) == 0) return err;
-  // away from the hint (it was taken, or the address space is laid out
-  // otherwise, as under ThreadSanitizer) and not aligned: hold `size + align`
-  // of address space without memory, map the pages over its aligned part, and
-  // give back the rest
-  munmap(*addr, size);
-  *addr = NULL;
-  void* space;
-  err = unix_mmap(NULL, size + align, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, &space);
-  if (err != 0) return err;
-  uint8_t* const aligned = (uint8_t*)(((uintptr_t)space + align - 1) & ~(uintptr_t)(align - 1));
-  err = unix_mmap(aligned, size, PROT_READ | PROT_WRITE, flags | MAP_FIXED, addr);
-  if (err != 0) {
-    munmap(space, size + align);
-    return err;
-  }
-  if (aligned > (uint8_t*)space) munmap(space, (size_t)(aligned - (uint8_t*)space));
-  uint8_t* const end = aligned + size;
-  if (end < (uint8_t*)space + size + align) munmap(end, (size_t)((uint8_t*)space + size + align - end));
-  return 0;
+  const int flags = MAP_PRIVATE | MAP_ANONYMOUS | MAP_HUGETLB | (log2 << MAP_HUGE_SHIFT) | (fixed ? MAP_FIXED : 0);
+  const int err = unix_mmap(hint, size, PROT_READ | PROT_WRITE, flags, addr);
+  return (err == EINVAL ? ENOSYS : err);   // EINVAL: no pages of this size in this kernel
   #else
-  (void)hint; (void)size; (void)page_size; (void)align;
+  (void)hint; (void)size; (void)page_size; (void)fixed;
   return ENOSYS;
   #endif
 }
