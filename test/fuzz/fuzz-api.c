@@ -923,6 +923,10 @@ static void cleanup(void) {
   for (int h = 0; h < HEAPS; h++) {
     if (heaps[h] != NULL) { mi_heap_delete(heaps[h]); heaps[h] = NULL; }
   }
+  // the model forgets the blocks other threads freed; a block the worker
+  // freed into a full page of the backing heap waits on that heap's delayed
+  // list (and reads live to a visit) until the heap collects: now
+  mi_heap_collect(mi_heap_get_backing(), false);
   pending_count = 0;
   live_bytes = 0;
 }
