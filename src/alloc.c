@@ -37,7 +37,7 @@ static inline bool mi_page_is_block_start(const mi_page_t* page, const void* p) 
 // ---------------------------------------------------------------------------
 
 #if defined(MI_ZERO_ON_FREE)
-// A block handed out again does not read zero past its link word: something
+// A block handed out again does not read zero: something
 // wrote into it while it was free. Report, and zero it (when going on).
 mi_decl_noinline mi_decl_cold void _mi_block_written_after_free(const mi_page_t* page, mi_block_t* block, size_t ofs) {
   const size_t usable = mi_page_usable_block_size(page);
@@ -50,7 +50,7 @@ mi_decl_noinline mi_decl_cold void _mi_block_written_after_free(const mi_page_t*
 #if defined(MI_ZERO_ON_FREE)
 // How much of a reused block is checked to still read zero: blocks of up to
 // MI_ZERO_CHECK_WHOLE bytes whole; larger ones in their first
-// MI_ZERO_CHECK_HEAD bytes past the link and their last word (where object
+// MI_ZERO_CHECK_HEAD bytes and their last word (where object
 // headers, vtable pointers, counts and links live), and whole once in
 // about every MI_ZERO_CHECK_EVERY reuses, at random (a heap countdown). A
 // whole check of every block read each large block twice per use (zeroed on
@@ -69,8 +69,8 @@ static mi_decl_noinline size_t mi_block_zero_check_whole(mi_heap_t* heap, const 
 static inline size_t mi_block_zero_check(mi_heap_t* heap, const mi_block_t* block, size_t usable) {
   if (usable <= MI_ZERO_CHECK_WHOLE) return mi_block_nonzero_offset(block, usable);
   if (mi_unlikely(--heap->zero_check_countdown < 0)) return mi_block_zero_check_whole(heap, block, usable);
-  const size_t ofs = mi_block_nonzero_offset(block, 8 + MI_ZERO_CHECK_HEAD);
-  if (mi_unlikely(ofs < 8 + MI_ZERO_CHECK_HEAD)) return ofs;
+  const size_t ofs = mi_block_nonzero_offset(block, MI_ZERO_CHECK_HEAD);
+  if (mi_unlikely(ofs < MI_ZERO_CHECK_HEAD)) return ofs;
   return (mi_load8((const uint8_t*)block + usable - 8) == 0 ? usable : usable - 8);
 }
 #endif
@@ -81,7 +81,14 @@ void* _mi_page_malloc(mi_heap_t* heap, mi_page_t* page, size_t size) mi_attr_noe
   if (mi_unlikely(block == NULL)) {
     return _mi_malloc_generic(heap, size);
   }
+  #if defined(MI_TRAILER_LINK)
+  // the trailer holds the link now, and the block's state from here on
+  uint8_t* const trailer = mi_block_trailer(page, block);
+  const uint64_t key = mi_trailer_key(page, block);
+  page->free = mi_block_next_at(page, block, trailer, key);
+  #else
   page->free = mi_block_next(page, block);
+  #endif
   page->used++;
   #if defined(MI_ZERO_ON_FREE)
   // the block was zeroed when it was freed (or added): it must still be
@@ -93,16 +100,21 @@ void* _mi_page_malloc(mi_heap_t* heap, mi_page_t* page, size_t size) mi_attr_noe
   #endif
   #if (MI_DEBUG > 0)
   _mi_memset(block, MI_DEBUG_UNINIT, mi_page_usable_block_size(page));   // recognisable fresh memory
-  #elif (MI_SECURE > 0)
-  block->next = 0;   // no encoded link reaches the program
+  #elif (MI_SECURE > 0) && !defined(MI_TRAILER_LINK)
+  block->next = 0;   // no encoded link reaches the program (else the trailer held it)
   #endif
   #if (MI_PADDING > 0)
   // the trailer: live, with the distance from the end of the user data
   const size_t usable = mi_page_usable_block_size(page);
   if (mi_likely(usable >= sizeof(mi_block_t))) {
     const size_t delta = usable - (size - MI_PADDING_SIZE);
+    #if defined(MI_TRAILER_LINK)
+    mi_assert_internal(delta <= usable && trailer == mi_trailer_of(block, usable));
+    mi_trailer_set_live_at(trailer, key, delta);
+    #else
     mi_assert_internal(delta <= usable);
     mi_trailer_set_live(page, block, usable, delta);
+    #endif
   }
   #endif
   #if (MI_STAT > 1)
@@ -158,13 +170,15 @@ mi_decl_restrict void* mi_malloc(size_t size) mi_attr_noexcept {
 // Zeroed allocation
 // ---------------------------------------------------------------------------
 
-// Zero a fresh block: the whole usable size, or only the link word when the
-// page's free blocks are known zero.
+// Zero a fresh block: the whole usable size, or (when the page's free blocks
+// are known zero) only the link word, if the link was kept there.
 void _mi_block_zero_init(const mi_page_t* page, void* p, size_t size) {
   mi_assert_internal(p != NULL);
   mi_assert_internal(mi_usable_size(p) >= size);
   if ((page->is_zero || mi_page_zeroes_on_free(page)) && size > sizeof(mi_block_t) && MI_DEBUG == 0) {   // debug builds filled the block
+    #if !defined(MI_TRAILER_LINK)
     ((mi_block_t*)p)->next = 0;
+    #endif
   }
   else {
     _mi_memzero(p, mi_usable_size(p));
@@ -237,6 +251,13 @@ mi_block_t* _mi_page_ptr_unalign(const mi_segment_t* segment, const mi_page_t* p
 // Checks on free (debug builds; padding and double-free detection)
 // ---------------------------------------------------------------------------
 
+#if defined(MI_TRAILER_LINK)
+// The trailer of a huge block (one block per page).
+uint8_t* _mi_block_trailer_huge(const mi_page_t* page, const mi_block_t* block) {
+  return mi_trailer_of(block, mi_page_usable_block_size(page));
+}
+#endif
+
 void _mi_block_next_corrupt(const mi_page_t* page, const mi_block_t* block, const mi_block_t* next) {
   _mi_misuse_message(EFAULT, "corrupted free list entry of size %zub at %p: value 0x%zx\n",
                     mi_page_block_size(page), (void*)block, (size_t)(uintptr_t)next);
@@ -261,7 +282,7 @@ static mi_decl_noinline mi_decl_cold bool mi_free_trailer_failed(const mi_page_t
     _mi_misuse_message(EINVAL, "mi_free: invalid pointer (not the start of a block): %p\n", (const void*)block);
     return false;
   }
-  if (state == MI_TRAILER_FREE) {
+  if (mi_trailer_state_is_free(page, state)) {
     _mi_misuse_message(EAGAIN, "double free detected of block %p with size %zu\n", (const void*)block, bsize);
     return false;
   }
@@ -296,7 +317,7 @@ static mi_decl_noinline mi_decl_cold bool mi_free_trailer_failed(const mi_page_t
 static mi_decl_noinline mi_decl_cold void mi_free_neighbour_damaged(const mi_page_t* page, const mi_block_t* block,
                                                                     const mi_block_t* neighbour, size_t usable, uint64_t state) {
   atomic_thread_fence(mi_memory_order(acquire));
-  if (mi_trailer_state(page, neighbour, usable) != state) return;   // freed meanwhile
+  if (mi_trailer_state(page, neighbour, usable) != state) return;   // freed (or linked) meanwhile
   if (neighbour < block) {
     _mi_misuse_message(EFAULT, "buffer underflow in heap block %p of size %zu: the canary below it is damaged (a write before its start, or past the end of the block below)\n",
                       (const void*)block, usable);
@@ -304,6 +325,21 @@ static mi_decl_noinline mi_decl_cold void mi_free_neighbour_damaged(const mi_pag
   else {
     _mi_misuse_message(EFAULT, "buffer overflow in heap block %p of size %zu: its canary is damaged (found on the free of the block %p below it; a write past its end, or before the start of the block above it)\n",
                       (const void*)neighbour, usable, (const void*)block);
+  }
+}
+
+// A neighbour of a block being freed: its trailer must read live (with its
+// fill intact, when `fill`) or free (with whatever link).
+static inline void mi_free_check_neighbour(const mi_page_t* page, const mi_block_t* block, const mi_block_t* neighbour,
+                                           size_t usable, bool fill) {
+  const uint64_t state = mi_trailer_state(page, neighbour, usable);
+  if (mi_trailer_state_is_live(state, usable)) {
+    if (fill && mi_unlikely(!mi_trailer_fill_intact(neighbour, usable, (size_t)(state >> 32)))) {
+      mi_free_neighbour_damaged(page, block, neighbour, usable, state);
+    }
+  }
+  else if (mi_unlikely(!mi_trailer_state_is_free(page, state))) {
+    mi_free_neighbour_damaged(page, block, neighbour, usable, state);
   }
 }
 
@@ -321,7 +357,8 @@ static inline bool mi_free_check_trailers(const mi_page_t* page, mi_block_t* blo
     if (!mi_free_trailer_failed(page, block, usable, state)) return false;
   }
   // free from here on (the trailer first: another thread that checks this
-  // block as a neighbour and sees its fill zeroed then sees it free)
+  // block as a neighbour and sees its fill zeroed then sees it free; the
+  // link replaces the state when the block goes on a list)
   mi_trailer_store(trailer, key ^ MI_TRAILER_FREE);
   if (mi_page_zeroes_on_free(page)) mi_block_zero(block, usable);   // freed memory reads zero
   // the neighbours: the trailer below this block (its front canary: the
@@ -334,20 +371,11 @@ static inline bool mi_free_check_trailers(const mi_page_t* page, mi_block_t* blo
   #endif
   const size_t bsize = usable + MI_PADDING_SIZE;
   if ((const uint8_t*)block >= page->page_start + bsize || page->has_front_canary) {
-    const mi_block_t* const below = (const mi_block_t*)((const uint8_t*)block - bsize);
-    const uint64_t bstate = mi_trailer_state(page, below, usable);
-    if (mi_unlikely(!mi_trailer_state_is_intact(bstate, usable) ||
-                    (local && !mi_trailer_fill_intact(below, usable, (size_t)(bstate >> 32))))) {
-      mi_free_neighbour_damaged(page, block, below, usable, bstate);
-    }
+    mi_free_check_neighbour(page, block, (const mi_block_t*)((const uint8_t*)block - bsize), usable, local);
   }
   const mi_block_t* const above = (const mi_block_t*)((const uint8_t*)block + bsize);
   if (local && (const uint8_t*)above < page->page_start + (size_t)page->capacity * bsize) {
-    const uint64_t astate = mi_trailer_state(page, above, usable);
-    if (mi_unlikely(!mi_trailer_state_is_intact(astate, usable) ||
-                    !mi_trailer_fill_intact(above, usable, (size_t)(astate >> 32)))) {
-      mi_free_neighbour_damaged(page, block, above, usable, astate);
-    }
+    mi_free_check_neighbour(page, block, above, usable, true);
   }
   return true;
 }
@@ -858,7 +886,7 @@ void _mi_check_write(const void* dst, size_t n, const char* fun) mi_attr_noexcep
   if (idx >= mi_page_capacity_shared(page) || usable < sizeof(mi_block_t)) return;
   const mi_block_t* const block = (const mi_block_t*)(page->page_start + idx * bsize);
   const uint64_t state = mi_trailer_state(page, block, usable);
-  if (state == MI_TRAILER_FREE) {
+  if (mi_trailer_state_is_free(page, state)) {
     _mi_misuse_message(EFAULT, "write after free: %s of %zu bytes at %p, in freed heap block %p\n", fun, n, dst, (const void*)block);
     return;
   }

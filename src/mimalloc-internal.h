@@ -14,12 +14,15 @@
 
 #if defined(_MSC_VER)
 #define mi_decl_noinline        __declspec(noinline)
+#define mi_decl_forceinline     __forceinline
 #define mi_decl_thread          __declspec(thread)
 #elif defined(__GNUC__)
 #define mi_decl_noinline        __attribute__((noinline))
+#define mi_decl_forceinline     inline __attribute__((always_inline))
 #define mi_decl_thread          __thread
 #else
 #define mi_decl_noinline
+#define mi_decl_forceinline     inline
 #define mi_decl_thread          __thread
 #endif
 
@@ -690,6 +693,16 @@ static inline bool mi_is_in_same_page(const void* p, const void* q) {
 
 mi_decl_cold void _mi_block_next_corrupt(const mi_page_t* page, const mi_block_t* block, const mi_block_t* next);
 
+#if defined(MI_TRAILER_LINK)
+// Secure builds of level 4 keep a free block's link in its trailer, the word
+// that holds the block's state while it is handed out (defined with the
+// trailer, below): a free block then reads zero from its first byte to its
+// trailer. (A heap's delayed list links through the first word all the
+// same: alloc.c, page.c.)
+static mi_decl_forceinline mi_block_t* mi_block_next(const mi_page_t* page, const mi_block_t* block);
+static mi_decl_forceinline void mi_block_set_next(const mi_page_t* page, mi_block_t* block, const mi_block_t* next);
+#else
+// Otherwise the link is a free block's first word.
 static inline mi_block_t* mi_block_next(const mi_page_t* page, const mi_block_t* block) {
   #if defined(MI_ENCODE_FREELIST)
   mi_block_t* next = mi_block_nextx(page, block, page->keys);
@@ -712,6 +725,7 @@ static inline void mi_block_set_next(const mi_page_t* page, mi_block_t* block, c
   block->next = (uintptr_t)next;
   #endif
 }
+#endif
 
 // The page's capacity as another thread sees it: it grows (page extension)
 // while other threads free blocks of the page and range-check them against
@@ -739,15 +753,18 @@ static inline bool mi_page_zeroes_on_free(const mi_page_t* page) {
 // address xor its state. While the block is handed out the state is
 // MI_TRAILER_LIVE in the low half and, in the high half, the distance from
 // the end of the user data to the trailer (whose first bytes, up to 8, or all
-// in debug builds, hold MI_DEBUG_PADDING); while it is free (on a list, or never handed out) the
-// state is MI_TRAILER_FREE (a block from C++ new[] reads live with the
-// MI_TRAILER_ARRAY bit, so delete and delete[] can tell). A free checks the state is live and makes it free,
-// which catches a second free of the block; any other value is damage (an
-// overflow of this block, or an underflow of the block above), or a pointer
-// that is not the start of a block. The two states differ in one bit, so a
-// neighbour's trailer is checked with one comparison whatever its state.
-// (Blocks of 8 bytes have no room for a link and a trailer: a free one's
-// trailer is its link, and they get no trailer checks.)
+// in debug builds, hold MI_DEBUG_PADDING) (a block from C++ new[] reads live
+// with the MI_TRAILER_ARRAY bit, so delete and delete[] can tell). While it is
+// free the state is MI_TRAILER_FREE in the low half and, in the high half,
+// the block's free-list link (MI_TRAILER_LINK: 0 for none, else 1 + the
+// next block's offset in the page's block area; a block on a heap's delayed
+// list reads free with no link; other builds: 0). A free checks the
+// state is live and makes it free, which catches a second free of the
+// block; any other value is damage (an overflow of this block, or an
+// underflow of the block above), or a pointer that is not the start of a
+// block. The low halves of the two states differ in one bit. (Blocks of 8
+// bytes have no room for user data: their trailer is the whole block, and
+// they get no trailer checks.)
 #define MI_TRAILER_LIVE   ((uint64_t)0x9E3779B9u)
 #define MI_TRAILER_FREE   (MI_TRAILER_LIVE ^ 0x100u)
 #define MI_TRAILER_ARRAY  ((uint64_t)0x200u)   // live, and allocated by C++ new[]
@@ -772,17 +789,48 @@ static inline void mi_trailer_store(uint8_t* trailer, uint64_t w) {
 }
 static inline uint64_t mi_load8(const uint8_t* p) { uint64_t x; memcpy(&x, p, 8); return x; }
 static inline void mi_store8(uint8_t* p, uint64_t x) { memcpy(p, &x, 8); }
-// The trailer's state: MI_TRAILER_LIVE | delta << 32, MI_TRAILER_FREE, or damage.
+// The trailer's state: MI_TRAILER_LIVE | delta << 32, MI_TRAILER_FREE | link << 32, or damage.
 static inline uint64_t mi_trailer_state(const mi_page_t* page, const mi_block_t* block, size_t usable) {
   return (mi_trailer_load(mi_trailer_of(block, usable)) ^ mi_trailer_key(page, block));
 }
 static inline bool mi_trailer_state_is_live(uint64_t state, size_t usable) {
   return (((uint32_t)state | MI_TRAILER_ARRAY) == (MI_TRAILER_LIVE | MI_TRAILER_ARRAY) && (state >> 32) <= usable);
 }
-// live or free (the check of a neighbour)
-static inline bool mi_trailer_state_is_intact(uint64_t state, size_t usable) {
-  return (((uint32_t)state | MI_TRAILER_ARRAY | 0x100u) == (MI_TRAILER_LIVE | MI_TRAILER_ARRAY | 0x100u) && (state >> 32) <= usable);
+// free, with no link or one into the page's block area
+static inline bool mi_trailer_state_is_free(const mi_page_t* page, uint64_t state) {
+  return ((uint32_t)state == (uint32_t)MI_TRAILER_FREE && (size_t)(state >> 32) <= (size_t)page->reserved * page->xblock_size);
 }
+
+#if defined(MI_TRAILER_LINK)
+// The free-list link in a free block's trailer.
+mi_decl_noinline uint8_t* _mi_block_trailer_huge(const mi_page_t* page, const mi_block_t* block);
+static inline uint8_t* mi_block_trailer(const mi_page_t* page, const mi_block_t* block) {
+  const size_t bsize = page->xblock_size;
+  if (mi_unlikely(bsize >= MI_HUGE_BLOCK_SIZE)) return _mi_block_trailer_huge(page, block);
+  return mi_trailer_of(block, bsize - MI_PADDING_SIZE);
+}
+// The link of a free block whose trailer and key the caller has at hand
+// (the allocation fast path: it overwrites that trailer next). A trailer
+// that does not read free with a link inside the page's block area is a
+// damaged list: reported, and the list is cut there.
+static mi_decl_forceinline mi_block_t* mi_block_next_at(const mi_page_t* page, const mi_block_t* block,
+                                                        const uint8_t* trailer, uint64_t key) {
+  const uint64_t state = mi_trailer_load(trailer) ^ key;
+  if (mi_likely(mi_trailer_state_is_free(page, state))) {
+    const size_t link = (size_t)(state >> 32);
+    return (link == 0 ? NULL : (mi_block_t*)(page->page_start + link - 1));
+  }
+  _mi_block_next_corrupt(page, block, (const mi_block_t*)(uintptr_t)state);
+  return NULL;
+}
+static mi_decl_forceinline mi_block_t* mi_block_next(const mi_page_t* page, const mi_block_t* block) {
+  return mi_block_next_at(page, block, mi_block_trailer(page, block), mi_trailer_key(page, block));
+}
+static mi_decl_forceinline void mi_block_set_next(const mi_page_t* page, mi_block_t* block, const mi_block_t* next) {
+  const uint64_t link = (next == NULL ? 0 : (uint64_t)((const uint8_t*)next - page->page_start) + 1);
+  mi_trailer_store(mi_block_trailer(page, block), mi_trailer_key(page, block) ^ (MI_TRAILER_FREE | (link << 32)));
+}
+#endif
 // Zero-on-free helpers: sizes are multiples of 8 and at least 8; short
 // lengths use overlapping 8-byte stores and loads (no loop, no call).
 static inline void mi_store8_zero(uint8_t* p) { mi_store8(p, 0); }
@@ -801,11 +849,12 @@ static inline void mi_block_zero(mi_block_t* block, size_t usable) {
   }
 }
 
-// The offset of the first word past the link that is not zero (`usable` if
-// there is none): a block taken from a free list of a page that zeroes on free.
+// The offset of the first word of a block's `usable` bytes that is not zero
+// (`usable` if there is none): a block taken from a free list of a page that
+// zeroes on free (its link is in its trailer, after those bytes).
 static inline size_t mi_block_nonzero_offset(const mi_block_t* block, size_t usable) {
-  const uint8_t* const p = (const uint8_t*)block + 8;   // past the link
-  const size_t m = usable - 8;
+  const uint8_t* const p = (const uint8_t*)block;
+  const size_t m = usable;
   uint64_t any;
   if (m <= 16) {
     any = (m == 0 ? 0 : mi_load8(p) | mi_load8(p + m - 8));
@@ -827,16 +876,17 @@ static inline size_t mi_block_nonzero_offset(const mi_block_t* block, size_t usa
     any = a0 | a1 | a2 | a3;
   }
   if (mi_likely(any == 0)) return usable;
-  size_t ofs = 8;
+  size_t ofs = 0;
   while (mi_load8((const uint8_t*)block + ofs) == 0) ofs += 8;
   return ofs;
 }
+// Free, with no link.
 static inline void mi_trailer_set_free(const mi_page_t* page, mi_block_t* block, size_t usable) {
   mi_trailer_store(mi_trailer_of(block, usable), mi_trailer_key(page, block) ^ MI_TRAILER_FREE);
 }
-// Hand a block out for `delta` bytes less than its usable size (usable >= 8).
-static inline void mi_trailer_set_live(const mi_page_t* page, mi_block_t* block, size_t usable, size_t delta) {
-  uint8_t* const end = mi_trailer_of(block, usable);
+// Hand a block out for `delta` bytes less than its usable size (usable >= 8);
+// `end` is its trailer, `key` the trailer key.
+static inline void mi_trailer_set_live_at(uint8_t* end, uint64_t key, size_t delta) {
   #if (MI_DEBUG > 0)
   _mi_memset(end - delta, MI_DEBUG_PADDING, delta);   // debug builds: all of the fill
   #else
@@ -854,7 +904,10 @@ static inline void mi_trailer_set_live(const mi_page_t* page, mi_block_t* block,
   // (the trailer last: an owner thread that checks this block as the
   // neighbour of one it frees, while another thread reallocates it in place,
   // sees a live trailer only with its fill)
-  mi_trailer_store(end, mi_trailer_key(page, block) ^ (MI_TRAILER_LIVE | ((uint64_t)delta << 32)));
+  mi_trailer_store(end, key ^ (MI_TRAILER_LIVE | ((uint64_t)delta << 32)));
+}
+static inline void mi_trailer_set_live(const mi_page_t* page, mi_block_t* block, size_t usable, size_t delta) {
+  mi_trailer_set_live_at(mi_trailer_of(block, usable), mi_trailer_key(page, block), delta);
 }
 // Are the fill bytes after the user data intact? (usable >= 8)
 static inline bool mi_trailer_fill_intact(const mi_block_t* block, size_t usable, size_t delta) {

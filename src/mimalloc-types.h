@@ -52,6 +52,7 @@
   #endif
 #endif
 
+
 // MI_ZERO_AREA: malloc(0) returns a unique address in an area of no access
 // (a read or write through it faults), freed as usual (secure level 4, whose
 // free checks the segment map before it reads anything at a pointer).
@@ -67,13 +68,22 @@
 #endif
 
 // MI_ZERO_ON_FREE: a freed block is zeroed and, when it is handed out again,
-// checked to still read zero past its link word: freed memory reads as zero,
+// checked to still read zero (its link is in its trailer): freed memory reads as zero,
 // and a write after free is caught when the block is reused (large blocks:
 // in their head and last word, whole at random; alloc.c mi_block_zero_check)
 // (secure level 4; blocks of small and medium pages, up to
 // MI_MEDIUM_OBJ_SIZE_MAX; calloc then needs no memset for them).
 #if (MI_SECURE >= 4) && (MI_PADDING > 0)
   #define MI_ZERO_ON_FREE 1
+#endif
+
+// MI_TRAILER_LINK: a free block's free-list link is kept in its trailer (the
+// free state, with the link in its high half), not in its first word, so
+// that all of a freed block can read zero (MI_ZERO_ON_FREE; debug builds,
+// whose trailers have no such need, keep the link in the first word, where
+// a write after free damages it and the list walk reports it).
+#if defined(MI_ZERO_ON_FREE)
+  #define MI_TRAILER_LINK 1
 #endif
 
 // MI_TSAN: built with ThreadSanitizer (CMake MI_DEBUG_TSAN). The checks that

@@ -397,6 +397,9 @@ void _mi_heap_delayed_free(mi_heap_t* heap) {
   // and free each block; one whose page is busy goes back on the list
   while (block != NULL) {
     mi_block_t* next = mi_block_nextx(heap, block, heap->keys);
+    #if defined(MI_TRAILER_LINK)
+    block->next = 0;   // the delayed link goes: the block reads zero again (its page link is in its trailer)
+    #endif
     if (!_mi_free_delayed_block(block)) {
       mi_block_t* dfree = mi_atomic_load_relaxed(&heap->thread_delayed_free);
       do {
@@ -528,17 +531,20 @@ static void mi_page_extend_free(mi_page_t* page) {
   #endif
   mi_page_free_list_extend(page, bsize, extend);
   #if (MI_PADDING > 0)
-  // every new block gets a trailer that reads free, so that the canary below
-  // any block of the page can be checked when that block is freed, and a
-  // free of a block never handed out reads as the double free it is (not in
-  // blocks too small for both a link and a trailer: there a free block's
-  // link is its trailer)
+  // every new block's trailer reads free, so that the canary below any block
+  // of the page can be checked when that block is freed, and a free of a
+  // block never handed out reads as the double free it is. With the link in
+  // the trailer (MI_TRAILER_LINK) the extension wrote it so; otherwise it is
+  // written here (not in blocks too small for both a link and a trailer:
+  // there a free block's link is its trailer).
+  #if !defined(MI_TRAILER_LINK)
   if (bsize >= MI_PADDING_SIZE + sizeof(mi_block_t)) {
     uint8_t* const area = _mi_page_start(_mi_page_segment(page), page, NULL);
     for (size_t i = page->capacity; i < (size_t)page->capacity + extend; i++) {
       mi_trailer_set_free(page, (mi_block_t*)(area + i * bsize), bsize - MI_PADDING_SIZE);
     }
   }
+  #endif
   #endif
   __atomic_store_n(&page->capacity, (uint16_t)(page->capacity + extend), __ATOMIC_RELAXED);   // (mi_page_capacity_shared)
   mi_stat_touched_update(&mi_page_heap(page)->tld->stats, extend * bsize);

@@ -213,13 +213,16 @@ TEST(Secure, OverwrittenFreeListLinkIsCaught) {
   REQUIRE_SECURE(3);
   // a write after free over the link word of a free block: caught when the
   // list reaches it, at the latest when the block would be handed out
-  // (fresh blocks may come first: allocate until the freed ones must be used)
+  // (fresh blocks may come first: allocate until the freed ones must be used).
+  // The link is the block's first word, or, at level 4, its trailer: the
+  // word after its usable bytes (48 + the trailer: blocks of 64 bytes)
+  const size_t link = (MI_TEST_SECURE >= 4 ? mi_good_size(48 + sizeof(void*)) - sizeof(void*) : 0);
   EXPECT_STOPS({
     mi_heap_t* heap = mi_heap_new();
     void* blocks[64];
     for (auto& b : blocks) b = mi_heap_malloc(heap, dyn(48));
     for (auto& b : blocks) mi_free(b);
-    for (auto& b : blocks) memset(opaque(b), 0x41, sizeof(void*));
+    for (auto& b : blocks) memset((char*)opaque(b) + link, 0x41, sizeof(void*));
     for (int i = 0; i < 100000; i++) opaque(mi_heap_malloc(heap, dyn(48)));
   }, "corrupted free list entry");
 }
@@ -304,20 +307,20 @@ TEST(Secure, FreedMemoryReadsZero) {
     char* keep = (char*)mi_malloc(dyn(size));   // the page stays in use
     mi_free(p);
     size_t nonzero = 0;
-    for (size_t i = sizeof(void*); i < size; i++) nonzero += (((volatile char*)p)[i] != 0);
-    EXPECT_EQ(nonzero, 0u) << "size " << size << ": freed bytes (past the link word) that do not read zero";
+    for (size_t i = 0; i < size; i++) nonzero += (((volatile char*)p)[i] != 0);
+    EXPECT_EQ(nonzero, 0u) << "size " << size << ": freed bytes that do not read zero";
     mi_free(keep);
   }
 }
 
 // Blocks of up to 256 usable bytes are checked whole when they are reused,
-// larger ones always in their first 64 bytes past the link and their last word.
+// larger ones always in their first 64 bytes and their last word.
 TEST(Secure, WriteAfterFreeIsCaughtWhenTheBlockIsReused) {
   REQUIRE_SECURE(4);
   for (size_t size : { 32, 100, 256, 3000, 60000 }) {
     const size_t usable = mi_good_size(size + sizeof(void*)) - sizeof(void*);   // (the trailer word)
-    for (size_t at : { sizeof(void*), size / 2, size - 1, (size_t)71, usable - 1 }) {
-      if (at >= size || (usable > 256 && at >= 72 && at < usable - 8)) continue;
+    for (size_t at : { (size_t)0, sizeof(void*), size / 2, size - 1, (size_t)63, usable - 1 }) {
+      if (at >= size || (usable > 256 && at >= 64 && at < usable - 8)) continue;
       SCOPED_TRACE(testing::Message() << "size " << size << ", byte " << at);
       EXPECT_STOPS({
         mi_heap_t* heap = mi_heap_new();

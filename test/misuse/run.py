@@ -51,9 +51,7 @@ DEFAULT_LIBS = [
 
 # Cases our secure build (level 4) does not catch today, each with the reason.
 # --expect-all-caught accepts these (and says when one starts being caught).
-EXPECTED_NOT_CAUGHT = {
-    "read-after-free-zero": "a freed block's first word holds its (encoded) free-list link; the rest reads zero",
-}
+EXPECTED_NOT_CAUGHT = {}
 
 # Cases our secure build catches in most runs but not all (random allocation
 # order): a miss is accepted, with the reason.
