@@ -139,6 +139,10 @@ bool       _mi_os_unprotect(void* p, size_t size);
 void*      _mi_region_alloc(size_t size, bool commit, bool allow_fixed, bool* is_committed,
                             bool* is_large, bool* is_zero, mi_memid_t* memid, mi_segments_tld_t* tld);
 void       _mi_region_free(void* p, size_t size, mi_memid_t memid, bool fully_committed, bool purge_now);
+#if (MI_SECURE > 0)
+size_t     _mi_region_guards_take(mi_memid_t memid, uint64_t* mask);   // guards a freed segment left (kind + 1)
+bool       _mi_region_guards_leave(mi_memid_t memid, size_t size, size_t kind, uint64_t mask);
+#endif
 void       _mi_region_collect(bool force, bool free_unused);
 void       _mi_region_try_purge(void);
 bool       _mi_region_await_purges(void);               // a forced collect waits for running purges

@@ -79,6 +79,20 @@ typedef struct mem_region_s {
 
 static mem_region_t regions[MI_REGION_MAX];
 static _Atomic(size_t) regions_count;      // slots handed out so far (only grows)
+
+#if (MI_SECURE > 0)
+// Guard pages a freed segment left in its block (secure builds): that
+// segment's page kind + 1 (0: none, plain memory) and which of its pages had
+// their guard installed (level 2). The next segment of that kind there keeps
+// them (no mprotect; thread churn freed and rebuilt segments, and their
+// guards, all the time). Written by the freeing thread before it clears the
+// block's in_use bit, taken by the next claimer, cleared when a region is set up.
+typedef struct mi_region_guards_s {
+  uint64_t mask[MI_REGION_BLOCKS];
+  uint8_t  kind[MI_REGION_BLOCKS];
+} mi_region_guards_t;
+static mi_region_guards_t region_guards[MI_REGION_MAX];
+#endif
 static _Atomic(size_t) regions_reserved;   // regions of reserved huge OS pages (only grows)
 static _Atomic(int64_t) purge_next;        // earliest pending purge expiry (0: none)
 
@@ -168,6 +182,9 @@ static void mi_region_publish(size_t idx, void* start, bool committed, bool is_l
   mi_atomic_store_relaxed(&region->purge_young, 0);
   mi_atomic_store_relaxed(&region->purged, 0);
   mi_atomic_store_relaxed(&region->purge_expire, 0);
+  #if (MI_SECURE > 0)
+  memset(&region_guards[idx], 0, sizeof(region_guards[idx]));   // fresh memory: no guards
+  #endif
   mi_atomic_store_release(&region->in_use, 0);
   mi_atomic_store_release(&region->state, MI_REGION_LIVE);   // publish last
 }
@@ -258,6 +275,18 @@ static void* mi_region_claimed(size_t idx, size_t bitidx, size_t blocks, bool co
   *is_large = (mi_atomic_load_relaxed(&region->is_large) != 0);
   const uintptr_t committed = mi_atomic_load_relaxed(&region->commit) & m;
   *is_committed = (committed == m);
+  #if (MI_SECURE > 0)
+  // a run of blocks (a huge segment) is plain memory: guards left in any of
+  // them go (a single block's guards are the segment's to take or remove)
+  if (blocks > 1) {
+    for (size_t i = bitidx; i < bitidx + blocks; i++) {
+      if (region_guards[idx].kind[i] == 0) continue;
+      _mi_os_unprotect(start + (i * MI_SEGMENT_SIZE), MI_SEGMENT_SIZE);
+      region_guards[idx].kind[i] = 0;
+    }
+  }
+  mi_assert_internal(*is_committed || blocks > 1 || region_guards[idx].kind[bitidx] == 0);   // (guards are left only in committed blocks)
+  #endif
   if (commit && !*is_committed) {
     // commit the whole range once (some blocks may be committed already; the
     // statistics count only the new ones)
@@ -374,6 +403,32 @@ void* _mi_region_alloc(size_t size, bool commit, bool allow_fixed, bool* is_comm
   *is_committed = commit;
   return p;
 }
+
+#if (MI_SECURE > 0)
+// The guards left in the single block of `memid` (page kind + 1, 0: none),
+// now the caller's; `*mask`: the pages whose guard is installed.
+size_t _mi_region_guards_take(mi_memid_t memid, uint64_t* mask) {
+  *mask = 0;
+  if (memid.region_idx == 0) return 0;
+  mi_region_guards_t* const g = &region_guards[memid.region_idx - 1];
+  const size_t kind = g->kind[memid.block_idx];
+  *mask = g->mask[memid.block_idx];
+  g->kind[memid.block_idx] = 0;
+  g->mask[memid.block_idx] = 0;
+  return kind;
+}
+
+// A segment of one committed block, about to be freed, leaves its guards
+// in place (`kind`: its page kind + 1). False: the memory is not a region
+// block (the caller removes the guards itself, if it must).
+bool _mi_region_guards_leave(mi_memid_t memid, size_t size, size_t kind, uint64_t mask) {
+  if (memid.region_idx == 0 || size != MI_SEGMENT_SIZE) return false;
+  mi_region_guards_t* const g = &region_guards[memid.region_idx - 1];
+  g->kind[memid.block_idx] = (uint8_t)kind;
+  g->mask[memid.block_idx] = mask;
+  return true;
+}
+#endif
 
 void _mi_region_free(void* p, size_t size, mi_memid_t memid, bool fully_committed, bool purge_now) {
   if (p == NULL) return;

@@ -670,6 +670,20 @@ static mi_segment_t* mi_segment_alloc(size_t required, mi_page_kind_t page_kind,
     segment = (mi_segment_t*)_mi_region_alloc(mem_size, commit, allow_fixed, &is_committed, &is_large, &is_zero, &memid, tld);
   }
   if (segment == NULL) return NULL;
+  #if (MI_SECURE > 0)
+  // a region block may still have the guards of the segment freed there
+  // last: kept when it had this page kind (and the header says nothing:
+  // the block may have been purged), else removed in one call
+  uint64_t kept_mask = 0;
+  const size_t kept = (guards_in_place ? 0 : _mi_region_guards_take(memid, &kept_mask));
+  if (kept == (size_t)page_kind + 1) {
+    guards_in_place = true;
+    segment->guard_mask = kept_mask;   // (read back below, before the header is cleared)
+  }
+  else if (kept != 0) {
+    _mi_os_unprotect(segment, MI_SEGMENT_SIZE);
+  }
+  #endif
   mi_assert_internal(((uintptr_t)segment & MI_SEGMENT_MASK) == 0);
   if (!is_committed) {
     // commit the header at least; pages are committed when claimed
@@ -707,6 +721,7 @@ static mi_segment_t* mi_segment_alloc(size_t required, mi_page_kind_t page_kind,
     // above the address range the map covers (only an OS that hands out more
     // than MI_ADDRESS_BITS without being asked would): free could not find it
     _mi_error_message(ENOMEM, "segment mapped above the supported address range: %p\n", (void*)segment);
+    if (guards_in_place) _mi_os_unprotect(segment, mem_size);   // (kept ones: the region takes plain memory)
     _mi_region_free(segment, mem_size, memid, is_committed, false);
     return NULL;
   }
@@ -721,7 +736,6 @@ static mi_segment_t* mi_segment_alloc(size_t required, mi_page_kind_t page_kind,
 
 // Give a segment's memory back. The segment is no longer counted by any thread.
 static void mi_segment_os_free(mi_segment_t* segment, bool purge_now, mi_stats_t* stats) {
-  mi_segment_guards(segment, false);   // plain memory again for the region's next user
   _mi_segment_map_freed_at(segment);
   mi_stat_decrease(stats, segments, 1);
   if (segment->page_kind == MI_PAGE_HUGE) {
@@ -751,11 +765,23 @@ static void mi_segment_os_free(mi_segment_t* segment, bool purge_now, mi_stats_t
       if (page->is_committed) committed += _mi_os_inward_size(start, psize);
     }
     bool is_zero;
+    mi_segment_guards(segment, false);   // (the commit below would lift them anyway)
     if (_mi_os_commit(segment, segment->segment_size, &is_zero)) {
       mi_stat_decrease(NULL, committed, committed);   // those bytes were counted already
       whole = true;
     }
   }
+  // the guards: a region block that goes back whole keeps them for the next
+  // segment of this kind there (secure builds; not huge segments, which
+  // span other sizes); memory mapped straight from the OS is unmapped with
+  // them; anything else is plain memory again for the region's next user
+  #if (MI_SECURE > 0)
+  if (segment->guarded) {
+    const bool leave = (whole && segment->page_kind != MI_PAGE_HUGE && !segment->mem_is_fixed &&
+                        _mi_region_guards_leave(segment->memid, segment->mem_size, (size_t)segment->page_kind + 1, segment->guard_mask));
+    if (!leave && segment->memid.region_idx != 0) mi_segment_guards(segment, false);
+  }
+  #endif
   mi_atomic_store_release(&segment->thread_id, 0);
   _mi_region_free(segment, segment->mem_size, segment->memid, whole,
                   purge_now || mi_option_get(mi_option_segment_reset) != 0);

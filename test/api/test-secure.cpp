@@ -18,6 +18,7 @@
 #include <sstream>
 #include <string>
 #include <thread>
+#include <unistd.h>
 
 #include "api-util.h"
 
@@ -272,6 +273,52 @@ TEST(Secure, EveryPageEndsInAGuard) {
     for (size_t i = 0; i < 128 * KiB; i++) ((volatile char*)lowest)[i] = 1;
     std::_Exit(0);
   }, testing::KilledBySignal(SIGSEGV), "");
+}
+
+// Can the byte at p be read? (write(2) from an address of no access fails
+// with EFAULT instead of faulting)
+bool readable(const void* p) {
+  static int fds[2] = { -1, -1 };
+  if (fds[0] < 0 && pipe(fds) != 0) return true;
+  const bool ok = (write(fds[1], p, 1) == 1);
+  if (ok) { char c; (void)!read(fds[0], &c, 1); }
+  return ok;
+}
+
+// A segment freed into its region keeps its guards there, and the next
+// segment built in that memory keeps them when it has the same page kind or
+// removes them first: either way each page of the new segment ends in a
+// guard. Threads that end and start again build their segments anew: small
+// ones with more pages each round and, every third round, medium ones; the
+// rounds must reuse memory. Every block must have a guard above it within
+// a page.
+TEST(Secure, PagesEndInAGuardWhenASegmentIsBuiltAgainInTheSameMemory) {
+  REQUIRE_SECURE(2);
+  std::vector<uintptr_t> seen;
+  bool reused = false;
+  for (int round = 0; round < 12; round++) {
+    const bool medium = (round % 3 == 2);
+    const size_t size = (medium ? 20000 : 1000);   // medium pages of 512 KiB, small ones of 64 KiB
+    const size_t page = (medium ? 512 * KiB : 64 * KiB);
+    const int count = (medium ? 60 : 60 * (round + 1));
+    uintptr_t segment = 0;
+    const char* unguarded = nullptr;
+    std::thread([&] {
+      std::vector<char*> blocks;
+      for (int i = 0; i < count; i++) blocks.push_back((char*)mi_malloc(dyn(size)));
+      segment = (uintptr_t)*std::min_element(blocks.begin(), blocks.end()) & ~(uintptr_t)(4 * MiB - 1);
+      for (const char* b : blocks) {
+        bool guard = false;
+        for (size_t d = 0; d <= page && !guard; d += 4 * KiB) guard = !readable(b + d);
+        if (!guard && unguarded == nullptr) unguarded = b;
+      }
+      for (char* b : blocks) mi_free(b);
+    }).join();
+    EXPECT_EQ(unguarded, nullptr) << "round " << round << ": no guard within a page above the block of size " << size;
+    if (std::find(seen.begin(), seen.end(), segment) != seen.end()) reused = true;
+    seen.push_back(segment);
+  }
+  EXPECT_TRUE(reused) << "no segment was built twice in the same memory: the case is not tested";
 }
 
 TEST(Secure, AJustFreedBlockIsNotTheNextOne) {
