@@ -345,10 +345,17 @@ static inline void mi_free_check_neighbour(const mi_page_t* page, const mi_block
 
 // The trailer checks of a free: this block's trailer must be live with its
 // fill intact, the trailer below it (its front canary) live or free; then it
-// reads free. False: do not free.
-static inline bool mi_free_check_trailers(const mi_page_t* page, mi_block_t* block, bool local) {
+// reads free (`to_local_free`: already linked to the page's local_free
+// list, which the caller then points at the block: MI_TRAILER_LINK, the
+// owner's fast path). False: do not free.
+static inline bool mi_free_check_trailers(const mi_page_t* page, mi_block_t* block, bool local, bool to_local_free) {
   const size_t usable = mi_page_usable_block_size(page);
-  if (mi_unlikely(usable < sizeof(mi_block_t))) return true;   // 8-byte blocks: no room
+  if (mi_unlikely(usable < sizeof(mi_block_t))) {   // 8-byte blocks: no room for checks
+    #if defined(MI_TRAILER_LINK)
+    if (to_local_free) mi_block_set_next(page, block, page->local_free);
+    #endif
+    return true;
+  }
   uint8_t* const trailer = mi_trailer_of(block, usable);
   const uint64_t key = mi_trailer_key(page, block);   // (once: for the check and for the free state)
   const uint64_t state = mi_trailer_load(trailer) ^ key;
@@ -359,7 +366,12 @@ static inline bool mi_free_check_trailers(const mi_page_t* page, mi_block_t* blo
   // free from here on (the trailer first: another thread that checks this
   // block as a neighbour and sees its fill zeroed then sees it free; the
   // link replaces the state when the block goes on a list)
+  #if defined(MI_TRAILER_LINK)
+  mi_trailer_store(trailer, key ^ (to_local_free ? mi_trailer_free_state(page, page->local_free) : MI_TRAILER_FREE));
+  #else
+  (void)to_local_free;
   mi_trailer_store(trailer, key ^ MI_TRAILER_FREE);
+  #endif
   if (mi_page_zeroes_on_free(page)) mi_block_zero(block, usable);   // freed memory reads zero
   // the neighbours: the trailer below this block (its front canary: the
   // block below's trailer, or the page's front canary) must be intact; the
@@ -436,11 +448,12 @@ static void mi_stat_free(const mi_page_t* page, const mi_block_t* block) {
 #endif
 
 // All checks of a free, before the block goes on a list: false means
-// "do not free" (a detected double free).
-static inline bool mi_free_checks(const mi_page_t* page, mi_block_t* block, bool local) {
-  (void)page; (void)block; (void)local;
+// "do not free" (a detected double free). `to_local_free`: see
+// mi_free_check_trailers.
+static inline bool mi_free_checks(const mi_page_t* page, mi_block_t* block, bool local, bool to_local_free) {
+  (void)page; (void)block; (void)local; (void)to_local_free;
   #if (MI_PADDING > 0)
-  if (!mi_free_check_trailers(page, block, local)) return false;
+  if (!mi_free_check_trailers(page, block, local, to_local_free)) return false;
   #else
   if (local && mi_unlikely(mi_check_is_double_free(page, block))) return false;
   #endif
@@ -696,7 +709,7 @@ static mi_decl_noinline void mi_free_generic(mi_segment_t* segment, mi_page_t* p
   const uintptr_t owner = mi_atomic_load_relaxed(&segment->thread_id);
   const bool local = (owner == _mi_thread_id());
   mi_stat_free(page, block);
-  if (!mi_free_checks(page, block, local)) return;
+  if (!mi_free_checks(page, block, local, false)) return;
   if (mi_unlikely(mi_page_has_sampled(page))) _mi_prof_free(page, block);   // before the block can be reused
   if (mi_likely(local)) mi_free_block_local(page, block);
   else mi_free_remote(segment, page, block, owner);
@@ -736,8 +749,10 @@ void mi_free(void* p) mi_attr_noexcept {
     mi_block_t* const block = (mi_block_t*)p;
     mi_assert_local_page(page);
     mi_stat_free(page, block);
-    if (!mi_free_checks(page, block, true)) return;
+    if (!mi_free_checks(page, block, true, true)) return;
+    #if !defined(MI_TRAILER_LINK)
     mi_block_set_next(page, block, page->local_free);
+    #endif
     page->local_free = block;
     if (mi_unlikely(--page->used == 0)) {
       _mi_page_retire(page);

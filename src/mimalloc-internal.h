@@ -830,9 +830,13 @@ static mi_decl_forceinline mi_block_t* mi_block_next_at(const mi_page_t* page, c
 static mi_decl_forceinline mi_block_t* mi_block_next(const mi_page_t* page, const mi_block_t* block) {
   return mi_block_next_at(page, block, mi_block_trailer(page, block), mi_trailer_key(page, block));
 }
-static mi_decl_forceinline void mi_block_set_next(const mi_page_t* page, mi_block_t* block, const mi_block_t* next) {
+// The free state with a link to `next`.
+static inline uint64_t mi_trailer_free_state(const mi_page_t* page, const mi_block_t* next) {
   const uint64_t link = (next == NULL ? 0 : (uint64_t)((const uint8_t*)next - page->page_start) + 1);
-  mi_trailer_store(mi_block_trailer(page, block), mi_trailer_key(page, block) ^ (MI_TRAILER_FREE | (link << 32)));
+  return (MI_TRAILER_FREE | (link << 32));
+}
+static mi_decl_forceinline void mi_block_set_next(const mi_page_t* page, mi_block_t* block, const mi_block_t* next) {
+  mi_trailer_store(mi_block_trailer(page, block), mi_trailer_key(page, block) ^ mi_trailer_free_state(page, next));
 }
 #endif
 // Zero-on-free helpers: sizes are multiples of 8 and at least 8; short
