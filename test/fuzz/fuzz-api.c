@@ -735,8 +735,12 @@ typedef struct visit_s {
   size_t blocks;
 } visit_t;
 
-static bool pending_contains(const void* p) {
-  for (size_t i = 0; i < pending_count; i++) if (pending[i] == p) return true;
+// Is one of the pending pointers inside the visited block [block, block + size)?
+// (an aligned block's pointer lies inside the block a visit reports)
+static bool pending_contains(const void* block, size_t size) {
+  for (size_t i = 0; i < pending_count; i++) {
+    if ((const uint8_t*)pending[i] >= (const uint8_t*)block && (const uint8_t*)pending[i] < (const uint8_t*)block + size) return true;
+  }
   return false;
 }
 
@@ -772,7 +776,7 @@ static bool visitor(const mi_heap_t* heap, const mi_heap_area_t* area, void* blo
   // not a live block: a heap struct (they live in the backing heap), or a
   // block the other thread freed that is not collected yet
   if (v->owner == OWNER_BACKING && is_heap_struct(block)) return true;
-  if (pending_contains(block)) return true;
+  if (pending_contains(block, block_size)) return true;
   fail("visited block %p (size %zu) is not live", block, block_size);
 }
 
