@@ -317,6 +317,15 @@ typedef enum mi_page_kind_e {
 // Segments
 // ------------------------------------------------------
 
+// What a huge block's memory tells about how the program uses its huge
+// blocks (segment.c, "Fresh huge blocks").
+typedef enum mi_huge_fresh_e {
+  MI_HUGE_REUSED,           // not fresh memory: nothing to learn
+  MI_HUGE_PROBE,            // fresh, left to fault on touch: measured whole when freed
+  MI_HUGE_POPULATED,        // fresh, populated whole: nothing to measure
+  MI_HUGE_HEAD_POPULATED    // fresh, its head populated: the rest is measured when freed
+} mi_huge_fresh_t;
+
 // Where a segment's memory came from (for freeing it).
 typedef struct mi_memid_s {
   uint32_t region_idx;          // region index + 1, or 0 when mapped straight from the OS
@@ -332,7 +341,7 @@ typedef struct mi_segment_s {
   size_t     mem_size;          // bytes mapped (>= segment_size for big-aligned segments)
   bool       mem_is_fixed;      // large OS pages: never purged
   bool       mem_is_committed;  // the whole segment is accessible
-  uint8_t    huge_fresh;        // huge: 0 reused memory, 1 fresh (a probe), 2 fresh and populated
+  uint8_t    huge_fresh;        // huge: a mi_huge_fresh_t
   bool       guarded;           // secure builds: the header's and the segment end's guards are installed
   bool       huge_purged;       // huge: another thread freed the block and purged its memory (written before it hands the block back)
   uint64_t   guard_mask;        // secure level >= 2, small/medium: pages whose end guard is installed (bit i: pages[i])

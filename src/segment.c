@@ -1077,7 +1077,7 @@ void _mi_segment_huge_page_purge(mi_segment_t* segment, mi_page_t* page, mi_bloc
   mi_assert_internal(segment->page_kind == MI_PAGE_HUGE && page == &segment->pages[0]);
   if (segment->mem_is_fixed) return;
   mi_segment_huge_fresh_free(segment);   // a probe is measured before its memory goes
-  segment->huge_fresh = 0;
+  segment->huge_fresh = MI_HUGE_REUSED;
   size_t psize;
   uint8_t* start = _mi_segment_page_start(segment, page, 0, &psize, NULL);
   segment->huge_purged = _mi_os_purge(start, psize);
@@ -1205,35 +1205,75 @@ static mi_page_t* mi_segment_large_page_alloc(mi_heap_t* heap, size_t block_size
 // (MADV_POPULATE_WRITE) is much cheaper; when it uses them sparsely (a calloc'd
 // table with a few live entries), populating would make resident memory the
 // program never touches. So the process watches: every fourth fresh huge
-// block, and every one while the last watched block was sparse, is left to
+// block, and every one while the last measured block was sparse, is left to
 // fault on touch and is a probe; when a probe is freed, its resident share
 // (mincore) says whether the program touched it densely (3/4 or more). While
-// the last probe was dense, the other fresh huge blocks are populated.
+// the last measurement was dense, the other fresh huge blocks are populated,
+// but never more than MI_HUGE_POPULATE_MAX of one block: one decision can make
+// at most that much resident that the program may never touch (a sparse
+// 8 GiB table after dense buffers was populated in full: 8 GiB resident and
+// 8.8 s inside calloc). The rest of a bigger block faults on touch and is
+// measured when the block is freed, so every big block is a probe of its own
+// tail and a program that turns sparse is found out by the next one.
 // ---------------------------------------------------------------------------
 
-#define MI_HUGE_PROBE_EVERY 4
+#define MI_HUGE_PROBE_EVERY     4
+#define MI_HUGE_POPULATE_MAX    (64 * MiB)   // populated at most of one block
+#define MI_HUGE_MEASURE_WINDOW  (4 * MiB)    // a long range is measured in windows ...
+#define MI_HUGE_MEASURE_WINDOWS 16           // ... this many, spread evenly
 
-static _Atomic(size_t) mi_huge_dense;   // 1: the last probe freed was dense
+static _Atomic(size_t) mi_huge_dense;   // 1: the last measured block was dense
 static _Atomic(size_t) mi_huge_fresh;   // fresh huge blocks allocated so far
 
 static void mi_segment_huge_fresh_alloc(mi_segment_t* segment, mi_page_t* page, size_t size) {
-  segment->huge_fresh = 0;
+  segment->huge_fresh = MI_HUGE_REUSED;
   if (!page->is_zero_init || segment->mem_is_fixed) return;   // reused memory, or large OS pages
-  segment->huge_fresh = 1;
+  segment->huge_fresh = MI_HUGE_PROBE;
   const size_t n = mi_atomic_add_relaxed(&mi_huge_fresh, 1);
   if (mi_atomic_load_relaxed(&mi_huge_dense) == 0 || (n % MI_HUGE_PROBE_EVERY) == 0) return;
   size_t psize;
   uint8_t* start = _mi_segment_page_start(segment, page, 0, &psize, NULL);
-  if (_mi_os_populate(start, (size < psize ? size : psize))) segment->huge_fresh = 2;
+  const size_t want = (size < psize ? size : psize);
+  if (want > MI_HUGE_POPULATE_MAX) {
+    if (_mi_os_populate(start, MI_HUGE_POPULATE_MAX)) segment->huge_fresh = MI_HUGE_HEAD_POPULATED;
+  }
+  else if (_mi_os_populate(start, want)) {
+    segment->huge_fresh = MI_HUGE_POPULATED;
+  }
 }
 
+// Is 3/4 or more of a range resident? A long range is judged by evenly spread
+// windows (a bounded cost for a block of many GiB); false if the OS cannot tell.
+static bool mi_huge_range_dense(uint8_t* start, size_t size) {
+  size_t measured = 0, resident = 0;
+  if (size <= MI_HUGE_MEASURE_WINDOW * MI_HUGE_MEASURE_WINDOWS) {
+    measured = size;
+    resident = _mi_os_resident(start, size);
+    if (resident == SIZE_MAX) return false;
+  }
+  else {
+    const size_t stride = (size - MI_HUGE_MEASURE_WINDOW) / (MI_HUGE_MEASURE_WINDOWS - 1);
+    for (size_t i = 0; i < MI_HUGE_MEASURE_WINDOWS; i++) {
+      const size_t r = _mi_os_resident(start + i * stride, MI_HUGE_MEASURE_WINDOW);
+      if (r == SIZE_MAX) return false;
+      resident += r;
+      measured += MI_HUGE_MEASURE_WINDOW;
+    }
+  }
+  return (resident >= measured / 4 * 3);
+}
+
+// A fresh huge block is freed (or purged by another thread): what it tells.
 static void mi_segment_huge_fresh_free(mi_segment_t* segment) {
-  if (segment->huge_fresh != 1) return;
+  const uint8_t state = segment->huge_fresh;
+  if (state != MI_HUGE_PROBE && state != MI_HUGE_HEAD_POPULATED) return;
   size_t psize;
   uint8_t* start = _mi_segment_page_start(segment, &segment->pages[0], 0, &psize, NULL);
-  const size_t resident = _mi_os_resident(start, psize);
-  if (resident == SIZE_MAX) return;
-  mi_atomic_store_relaxed(&mi_huge_dense, (resident >= psize / 4 * 3 ? 1 : 0));
+  if (state == MI_HUGE_HEAD_POPULATED) {   // the populated head says nothing: measure the tail
+    start += MI_HUGE_POPULATE_MAX;
+    psize -= MI_HUGE_POPULATE_MAX;
+  }
+  mi_atomic_store_relaxed(&mi_huge_dense, (mi_huge_range_dense(start, psize) ? 1 : 0));
 }
 
 static mi_page_t* mi_segment_huge_page_alloc(size_t size, size_t page_alignment, size_t align_offset, mi_segments_tld_t* tld) {

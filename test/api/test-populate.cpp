@@ -1,7 +1,9 @@
 // Fresh huge blocks are faulted in at once (one system call) while the program
 // uses its huge blocks densely, and left to fault on touch while it uses them
 // sparsely: every fourth fresh huge block is a probe, never populated, whose
-// resident share when freed decides for the blocks that follow.
+// resident share when freed decides for the blocks that follow. One decision
+// populates at most 64 MiB of a block; the rest of a bigger block is measured
+// when it is freed.
 #include <gtest/gtest.h>
 
 #include <sys/mman.h>
@@ -99,6 +101,89 @@ TEST(Populate, FollowsHowTheProgramUsesItsHugeBlocks) {
   blocks.clear();
   mi_collect(true);
   EXPECT_EQ(alloc_fresh(blocks, 4, false), 0);
+  free_all(blocks);
+}
+
+// Make the program count as dense: a fresh block used densely and freed.
+// False if this build writes every block it hands out (debug fill).
+bool make_dense() {
+  std::vector<void*> blocks;
+  mi_collect(true);
+  void* probe = nullptr;
+  // fresh blocks until one is a probe (not resident when handed out)
+  for (int i = 0; i < 8 && probe == nullptr; i++) {
+    void* p = mi_malloc(kBlock);
+    if (p == nullptr) return false;
+    if (!mostly_resident(p)) probe = p; else blocks.push_back(p);
+  }
+  if (probe == nullptr) { free_all(blocks); return false; }
+  memset(opaque(probe), 0x5a, kBlock);
+  blocks.push_back(probe);
+  free_all(blocks);
+  return true;
+}
+
+// A sparse table after dense buffers: a 1 GiB calloc with a few bytes used
+// must not become resident (it was populated whole: 1 GiB resident and a
+// third of a second inside calloc; 8 GiB took 8.8 s, or an out-of-memory kill).
+TEST(Populate, ABigSparseBlockAfterDenseOnesStaysMostlyLazy) {
+  if (!kernel_can_populate()) GTEST_SKIP() << "the kernel has no MADV_POPULATE_WRITE (Linux < 5.14)";
+  if (!make_dense()) GTEST_SKIP() << "this build writes every block it hands out (debug fill)";
+  constexpr size_t kBig = 1024 * MiB;
+  // four in a row, so that blocks that are not a probe are among them
+  std::vector<void*> tables;
+  for (int i = 0; i < 4; i++) {
+    unsigned char* t = (unsigned char*)mi_calloc(1, kBig);
+    ASSERT_NE(t, nullptr);
+    t[12345] = 1;   // a few live entries
+    t[kBig / 2] = 2;
+    EXPECT_LE(resident(t, kBig), 128 * MiB) << "table " << i;
+    EXPECT_EQ(t[kBig - 1], 0);
+    tables.push_back(t);
+  }
+  // freed sparse: the program counts as sparse again, nothing fresh is populated
+  free_all(tables);
+  std::vector<void*> blocks;
+  EXPECT_EQ(alloc_fresh(blocks, 4, false), 0);
+  free_all(blocks);
+}
+
+// A block bigger than what is populated at once tells by its tail. Four
+// fresh big blocks while dense: one is a probe (its head is not resident),
+// the others have their head populated. The probe is freed first, the others
+// after it, so the verdict that follows is their tails'.
+void big_blocks_then_freed(bool tails_written) {
+  constexpr size_t kBig = 160 * MiB;
+  std::vector<void*> big;
+  void* probe = nullptr;
+  for (int i = 0; i < 4; i++) {
+    void* p = mi_malloc(kBig);
+    ASSERT_NE(p, nullptr);
+    if (probe == nullptr && resident(p, 64 * MiB) < 32 * MiB) probe = p;
+    else big.push_back(p);
+  }
+  ASSERT_NE(probe, nullptr);
+  ASSERT_EQ(big.size(), 3u);
+  // the probe is used the other way round
+  if (!tails_written) memset(opaque(probe), 0x33, kBig);
+  mi_free(probe);
+  for (void* p : big) if (tails_written) memset(opaque(p), 0x33, kBig);
+  free_all(big);
+}
+
+TEST(Populate, TheTailOfABigBlockIsMeasured) {
+  if (!kernel_can_populate()) GTEST_SKIP() << "the kernel has no MADV_POPULATE_WRITE (Linux < 5.14)";
+  if (!make_dense()) GTEST_SKIP() << "this build writes every block it hands out (debug fill)";
+  std::vector<void*> blocks;
+  // tails left untouched (the probe written whole): sparse
+  big_blocks_then_freed(false);
+  EXPECT_EQ(alloc_fresh(blocks, 4, false), 0);
+  free_all(blocks);
+  // written whole (the probe untouched): dense. While sparse every fresh block
+  // is a probe: make the program dense first.
+  ASSERT_TRUE(make_dense());
+  big_blocks_then_freed(true);
+  EXPECT_EQ(alloc_fresh(blocks, 4, false), 3);
   free_all(blocks);
 }
 
