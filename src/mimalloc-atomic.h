@@ -39,6 +39,7 @@
 
 // A full fence: orders a store before a later load (Dekker-style hand-offs).
 #define mi_atomic_fence_seq_cst()                atomic_thread_fence(mi_memory_order(seq_cst))
+#define mi_atomic_signal_fence()                 atomic_signal_fence(mi_memory_order(seq_cst))   // against a signal handler of this thread
 
 // Spin-wait hint while another thread finishes a short transition.
 static inline void mi_atomic_yield(void) {

@@ -144,16 +144,31 @@ static _Atomic(size_t) mi_prof_live;              // sampled blocks not yet free
 static mi_decl_thread bool mi_prof_busy;          // this thread is inside the profiler
 static bool mi_prof_unwinder_ready;
 
-static void mi_prof_acquire(void) {
+static mi_decl_thread volatile bool mi_prof_holding;   // this thread holds the lock, or is taking it
+
+// Take the lock; false if this thread holds it already (or is taking it): a
+// signal handler interrupted the profiler and allocates or frees. Waiting
+// would never end, so the caller does without the tables (a sampled block
+// freed there stays counted as live until its address is sampled again or
+// freed again). The flag is set before the lock is taken and cleared after it
+// is let go, so a handler can never find the lock held by its own thread
+// without the flag.
+static bool mi_prof_acquire(void) {
+  if (mi_prof_holding) return false;
+  mi_prof_holding = true;
+  mi_atomic_signal_fence();
   uintptr_t expected = 0;
   while (!mi_atomic_cas_strong_acq_rel(&mi_prof_lock, &expected, 1)) {
     expected = 0;
     mi_atomic_yield();
   }
+  return true;
 }
 
 static void mi_prof_release(void) {
   mi_atomic_store_release(&mi_prof_lock, 0);
+  mi_atomic_signal_fence();
+  mi_prof_holding = false;
 }
 
 static size_t mi_prof_slot(uintptr_t key, size_t cap) {
@@ -286,6 +301,8 @@ void _mi_prof_process_init(void) {
   }
 }
 
+static void mi_prof_forget(mi_page_t* page, const void* block);
+
 // `size` bytes were asked for and `charged` counted down (with the padding of
 // debug builds): the sampling probability is that of `charged`.
 static void mi_prof_record(mi_page_t* page, void* block, size_t size, size_t charged, long mean) {
@@ -293,7 +310,8 @@ static void mi_prof_record(mi_page_t* page, void* block, size_t size, size_t cha
   const size_t depth = _mi_prim_backtrace(frames, MI_PROF_DEPTH);
   const double p = mi_prof_one_minus_exp_neg((double)charged / (double)mean);
   const double objects = (p > 0.0 ? 1.0 / p : 1.0);
-  mi_prof_acquire();
+  if (!mi_prof_acquire()) return;
+  mi_prof_forget(page, block);   // an entry left at this address, whose free was not seen (see mi_prof_acquire)
   const size_t s = mi_prof_stack_find(frames, depth);
   mi_prof_entry_t* pg = mi_prof_map_find(&mi_prof.pages, (uintptr_t)page);
   if (pg == NULL && s != SIZE_MAX) pg = mi_prof_map_insert(&mi_prof.pages, (uintptr_t)page);
@@ -366,7 +384,7 @@ static void mi_prof_forget(mi_page_t* page, const void* block) {
 }
 
 void _mi_prof_free(mi_page_t* page, const void* block) {
-  mi_prof_acquire();
+  if (!mi_prof_acquire()) return;
   mi_prof_forget(page, block);
   mi_prof_release();
 }
@@ -376,7 +394,7 @@ void _mi_prof_forget_page(mi_page_t* page) {
   size_t psize;
   const uint8_t* const start = _mi_page_start(_mi_page_segment(page), page, &psize);
   const size_t bsize = mi_page_block_size(page);
-  mi_prof_acquire();
+  if (!mi_prof_acquire()) return;
   for (uintptr_t p = (uintptr_t)start; p < (uintptr_t)start + psize && mi_page_has_sampled(page); p += bsize) {
     mi_prof_forget(page, (const void*)p);
   }
@@ -729,7 +747,12 @@ int mi_prof_dump(const char* path) mi_attr_noexcept {
   mi_prof_busy = true;   // nothing below samples itself
   // copy the stacks, then encode without the lock (naming functions takes
   // the loader's lock, which a thread may hold while it allocates)
-  mi_prof_acquire();
+  if (!mi_prof_acquire()) {   // (called by a signal handler that interrupted the profiler)
+    mi_prof_busy = was_busy;
+    _mi_error_message(EBUSY, "mi_prof_dump: the profiler is busy on this thread\n");
+    errno = EBUSY;
+    return EBUSY;
+  }
   const size_t count = mi_prof.stack_count;
   const size_t bytes = (count == 0 ? 1 : count) * sizeof(mi_prof_stack_t);
   mi_prof_stack_t* stacks = (mi_prof_stack_t*)_mi_os_alloc(bytes);

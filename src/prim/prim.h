@@ -131,8 +131,10 @@ void _mi_prim_sleep(int64_t msecs);
 // One process-wide wake-up event for the background purge thread: `wait`
 // blocks until the event is signalled (then clears it) or `msecs` pass
 // (msecs < 0: no time limit); `signal` sets it and wakes the waiter. Neither
-// allocates. `reset` re-initialises it (in a forked child, where another
-// thread may have held its lock at the fork).
+// allocates, and `signal` takes no lock: it is async-signal-safe (it runs
+// inside free, which a signal handler may call while the interrupted code of
+// the same thread is inside `signal`). `reset` re-initialises it (in a forked
+// child).
 void _mi_prim_event_wait(int64_t msecs);
 void _mi_prim_event_signal(void);
 void _mi_prim_event_reset(void);

@@ -365,24 +365,16 @@ int _mi_prim_thread_start(void (*fn)(void*), void* arg) {
   return err;
 }
 
-// The event: a flag under a mutex, with a condition variable on the
-// monotonic clock (initialised under the lock on first use).
-static pthread_mutex_t unix_event_lock = PTHREAD_MUTEX_INITIALIZER;
-static pthread_cond_t  unix_event_cond;
-static bool unix_event_ready;   // the condition variable is initialised
-static bool unix_event_set;
+// The event: one word, 1 when signalled. Waiting and waking take no lock, so
+// signalling is async-signal-safe (a free inside a signal handler may wake
+// the purge thread while the interrupted code of the same thread was doing
+// so too: a mutex here could deadlock). Linux: a futex on the word; other
+// systems: a POSIX semaphore (sem_post is async-signal-safe), polled with a
+// timed wait.
+static int unix_event_word;
 
-static void unix_event_lock_init(void) {
-  pthread_mutex_lock(&unix_event_lock);
-  if (!unix_event_ready) {
-    pthread_condattr_t attr;
-    pthread_condattr_init(&attr);
-    pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);
-    pthread_cond_init(&unix_event_cond, &attr);
-    pthread_condattr_destroy(&attr);
-    unix_event_ready = true;
-  }
-}
+#if defined(__linux__)
+#include <linux/futex.h>
 
 void _mi_prim_event_wait(int64_t msecs) {
   const int saved = errno;
@@ -393,33 +385,72 @@ void _mi_prim_event_wait(int64_t msecs) {
     until.tv_nsec += (long)(msecs % 1000) * 1000000L;
     if (until.tv_nsec >= 1000000000L) { until.tv_sec++; until.tv_nsec -= 1000000000L; }
   }
-  unix_event_lock_init();
-  while (!unix_event_set) {
-    const int err = (msecs < 0 ? pthread_cond_wait(&unix_event_cond, &unix_event_lock)
-                               : pthread_cond_timedwait(&unix_event_cond, &unix_event_lock, &until));
-    if (err == ETIMEDOUT) break;
+  while (__atomic_exchange_n(&unix_event_word, 0, __ATOMIC_ACQ_REL) == 0) {
+    // FUTEX_WAIT_BITSET takes an absolute time on the clock chosen (monotonic by default)
+    const long r = syscall(SYS_futex, &unix_event_word, FUTEX_WAIT_BITSET | FUTEX_PRIVATE_FLAG, 0,
+                           (msecs >= 0 ? &until : NULL), NULL, FUTEX_BITSET_MATCH_ANY);
+    if (r != 0 && errno == ETIMEDOUT) break;
   }
-  unix_event_set = false;
-  pthread_mutex_unlock(&unix_event_lock);
   errno = saved;
 }
 
 void _mi_prim_event_signal(void) {
   const int saved = errno;
-  unix_event_lock_init();
-  unix_event_set = true;
-  pthread_cond_signal(&unix_event_cond);
-  pthread_mutex_unlock(&unix_event_lock);
+  __atomic_store_n(&unix_event_word, 1, __ATOMIC_RELEASE);
+  syscall(SYS_futex, &unix_event_word, FUTEX_WAKE | FUTEX_PRIVATE_FLAG, 1, NULL, NULL, 0);
   errno = saved;
 }
 
 void _mi_prim_event_reset(void) {
-  // (only the calling thread exists: the old lock and condition are abandoned)
-  const pthread_mutex_t fresh = PTHREAD_MUTEX_INITIALIZER;
-  unix_event_lock = fresh;
-  unix_event_ready = false;
-  unix_event_set = false;
+  __atomic_store_n(&unix_event_word, 0, __ATOMIC_RELAXED);
 }
+
+#else
+#include <semaphore.h>
+#include <sched.h>
+static sem_t unix_event_sem;
+static int unix_event_ready;     // 2: the semaphore is initialised (1: being initialised)
+
+static void unix_event_init(void) {
+  int expected = 0;
+  if (__atomic_compare_exchange_n(&unix_event_ready, &expected, 1, false, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) {
+    sem_init(&unix_event_sem, 0, 0);
+    __atomic_store_n(&unix_event_ready, 2, __ATOMIC_RELEASE);
+  }
+  while (__atomic_load_n(&unix_event_ready, __ATOMIC_ACQUIRE) != 2) sched_yield();
+}
+
+void _mi_prim_event_wait(int64_t msecs) {
+  const int saved = errno;
+  unix_event_init();
+  // sleep in slices of at most 50 ms on the semaphore (its timed wait is on
+  // the real-time clock, which may jump)
+  const int64_t until = _mi_prim_clock_now() + msecs;
+  while (__atomic_exchange_n(&unix_event_word, 0, __ATOMIC_ACQ_REL) == 0) {
+    int64_t left = (msecs < 0 ? 50 : until - _mi_prim_clock_now());
+    if (left <= 0) break;
+    if (left > 50) left = 50;
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    ts.tv_nsec += (long)left * 1000000L;
+    if (ts.tv_nsec >= 1000000000L) { ts.tv_sec++; ts.tv_nsec -= 1000000000L; }
+    sem_timedwait(&unix_event_sem, &ts);
+  }
+  errno = saved;
+}
+
+void _mi_prim_event_signal(void) {
+  const int saved = errno;
+  __atomic_store_n(&unix_event_word, 1, __ATOMIC_RELEASE);
+  if (__atomic_load_n(&unix_event_ready, __ATOMIC_ACQUIRE) == 2) sem_post(&unix_event_sem);
+  errno = saved;
+}
+
+void _mi_prim_event_reset(void) {
+  __atomic_store_n(&unix_event_word, 0, __ATOMIC_RELAXED);
+  __atomic_store_n(&unix_event_ready, 0, __ATOMIC_RELAXED);   // (a fresh semaphore in the child)
+}
+#endif
 
 void _mi_prim_sleep(int64_t msecs) {
   struct timespec ts = { (time_t)(msecs / 1000), (long)(msecs % 1000) * 1000000L };

@@ -1,7 +1,8 @@
 /* ----------------------------------------------------------------------------
   test-internal.c -- unit tests of internal functions, on states the public
   API cannot (or cannot reliably) produce: synthetic addresses for the
-  segment map, a page without a heap for the delayed free. Linked with the
+  segment map, a page without a heap for the delayed free, signal handlers
+  that interrupt the locks of the free path. Linked with the
   static library and compiled with the library's own defines, so that the
   internal header describes the same structures.
 -----------------------------------------------------------------------------*/
@@ -12,11 +13,16 @@
 #include <cmocka.h>
 
 #include <pthread.h>
+#include <signal.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/time.h>
+#include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "mimalloc-internal.h"
+#include "prim/prim.h"
 
 // ---------------------------------------------------------------------------
 // The segment map: the whole 48-bit user address space (arm64 hands out
@@ -145,6 +151,107 @@ static void test_numa_detect_override_and_prefer(void** state) {
   _mi_os_free(p, 4 * MiB);
 }
 
+// ---------------------------------------------------------------------------
+// Signal handlers that free: `free` may wake the purge thread and tell the
+// heap profiler about a sampled block, and a signal handler that frees may
+// interrupt exactly that on its own thread. Neither may take a lock the
+// interrupted code holds (it would wait forever). Each case runs in a child
+// process, its code interrupted by SIGALRM 20,000 times a second for half a
+// second; a child that has not finished within 10 s hangs.
+// ---------------------------------------------------------------------------
+
+static volatile sig_atomic_t handler_calls;
+
+static int64_t now_ms(void) {
+  struct timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return (int64_t)t.tv_sec * 1000 + t.tv_nsec / 1000000;
+}
+
+static void run_interrupted(void (*body)(int64_t until), void (*handler)(int)) {
+  const pid_t pid = fork();
+  assert_true(pid >= 0);
+  if (pid == 0) {
+    struct sigaction sa;
+    memset(&sa, 0, sizeof(sa));
+    sa.sa_handler = handler;
+    sigaction(SIGALRM, &sa, NULL);
+    struct itimerval every = { { 0, 50 }, { 0, 50 } };
+    setitimer(ITIMER_REAL, &every, NULL);
+    body(now_ms() + 500);
+    struct itimerval off;
+    memset(&off, 0, sizeof(off));
+    setitimer(ITIMER_REAL, &off, NULL);
+    _exit(handler_calls >= 100 ? 0 : 2);
+  }
+  for (int i = 0; i < 1000; i++) {
+    int status = 0;
+    if (waitpid(pid, &status, WNOHANG) == pid) {
+      assert_true(WIFEXITED(status));
+      assert_int_equal(WEXITSTATUS(status), 0);   // (2: too few signals arrived to tell)
+      return;
+    }
+    usleep(10000);
+  }
+  kill(pid, SIGKILL);
+  waitpid(pid, NULL, 0);
+  fail_msg("the child hung: a signal handler waited for a lock its own thread held");
+}
+
+// The purge thread's wake-up event.
+static void signal_event_body(int64_t until) {
+  while (now_ms() < until) {
+    for (int i = 0; i < 100; i++) _mi_prim_event_signal();
+  }
+}
+
+static void signal_event_handler(int sig) {
+  (void)sig;
+  _mi_prim_event_signal();
+  handler_calls++;
+}
+
+static void test_signal_handler_wakes_the_purge_thread(void** state) {
+  (void)state;
+  run_interrupted(&signal_event_body, &signal_event_handler);
+}
+
+// The heap profiler: every allocation sampled, a handler that forgets sampled
+// blocks while the interrupted code samples and forgets others.
+#define SAMPLED_POOL 4096
+static void* sampled_pool[SAMPLED_POOL];
+static volatile size_t sampled_left;
+
+static void profiler_body(int64_t until) {
+  while (now_ms() < until) {
+    void* p = mi_malloc(32);
+    mi_free(p);
+  }
+}
+
+static void profiler_handler(int sig) {
+  (void)sig;
+  if (sampled_left > 0) {
+    void* p = sampled_pool[--sampled_left];
+    _mi_prof_free(_mi_ptr_page_of(p), p);   // what free does for a sampled block
+  }
+  handler_calls++;
+}
+
+static void test_signal_handler_frees_a_sampled_block(void** state) {
+  (void)state;
+  const long saved = mi_option_get(mi_option_prof_sample);
+  mi_option_set(mi_option_prof_sample, 1);   // (mean 1 byte: every allocation is sampled)
+  // the heap looks at the option again after 256 MiB of allocations
+  for (int i = 0; i < 300; i++) mi_free(mi_malloc(MiB));
+  for (size_t i = 0; i < SAMPLED_POOL; i++) sampled_pool[i] = mi_malloc(48);
+  sampled_left = SAMPLED_POOL;
+  assert_true(mi_page_has_sampled(_mi_ptr_page_of(sampled_pool[0])));
+  run_interrupted(&profiler_body, &profiler_handler);
+  for (size_t i = 0; i < SAMPLED_POOL; i++) mi_free(sampled_pool[i]);
+  mi_option_set(mi_option_prof_sample, saved);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
     cmocka_unit_test(test_segment_map_covers_48_bits),
@@ -152,6 +259,8 @@ int main(void) {
     cmocka_unit_test(test_segment_map_visits_every_segment),
     cmocka_unit_test(test_delayed_free_without_heap_keeps_the_block),
     cmocka_unit_test(test_numa_detect_override_and_prefer),
+    cmocka_unit_test(test_signal_handler_wakes_the_purge_thread),
+    cmocka_unit_test(test_signal_handler_frees_a_sampled_block),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
