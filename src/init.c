@@ -165,10 +165,11 @@ static void mi_thread_data_collect(void) {
 // Thread init and done
 // ---------------------------------------------------------------------------
 
-// Threads whose backing heap is set up and not torn down yet. When the last
-// one ends (a process whose main thread left with pthread_exit, or a child
-// forked from another thread when that thread ends), the background purge
-// thread ends too, so that it never keeps the process alive.
+// Threads whose backing heap is set up and not torn down yet. The background
+// purge thread runs only while the program has threads of its own (two with a
+// heap, by default), and ends when the last one ends (a process whose main
+// thread left with pthread_exit, or a child forked from another thread when
+// that thread ends), so that it never keeps the process alive.
 static _Atomic(size_t) mi_live_threads;
 static mi_decl_thread bool mi_thread_is_live;   // counted in mi_live_threads (the main heap stays
                                                 // initialised after its thread is done: count once)
@@ -177,7 +178,8 @@ static void mi_thread_live(bool live) {
   if (mi_thread_is_live == live) return;
   mi_thread_is_live = live;
   if (live) mi_atomic_add_acq_rel(&mi_live_threads, 1);
-  else if (mi_atomic_sub_acq_rel(&mi_live_threads, 1) == 1) _mi_purger_last_thread();
+  else mi_atomic_sub_acq_rel(&mi_live_threads, 1);
+  _mi_purger_threads_changed();
 }
 
 size_t _mi_thread_live_count(void) {

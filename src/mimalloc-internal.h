@@ -187,9 +187,8 @@ void       _mi_segments_fork_child(void);
 extern _Atomic(uintptr_t) _mi_purger_state;
 void       _mi_purger_note(void);           // a process-wide purge became pending
 void       _mi_purger_start(void);          // (through _mi_purger_poll)
-size_t     _mi_purger_wakeups(void);
 void       _mi_purger_fork_child(void);
-void       _mi_purger_last_thread(void);    // no thread with a heap is left
+void       _mi_purger_threads_changed(void);  // the count of threads with a heap changed
 
 // page-queue.c
 size_t     _mi_bin_size(uint8_t bin);

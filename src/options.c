@@ -83,7 +83,7 @@ static mi_option_desc_t options[_mi_option_last] = {
   { 0, MI_UNINIT, MI_OPTION(secure_continue), MI_BOOL },      // secure builds: misuse is reported, not fatal
   { 0, MI_UNINIT, MI_OPTION(prof_sample), MI_RANGE(0, LONG_MAX) }, // heap profiler: mean bytes between samples (0: off)
   { 0, MI_UNINIT, MI_OPTION(stats_interval), MI_RANGE(0, MI_RESET_DELAY_MAX) }, // milliseconds between JSON snapshots to stats_file (0: none)
-  { 1, MI_UNINIT, MI_OPTION(background_purge), MI_BOOL },   // a thread purges freed segments when due, without allocator calls
+  { 1, MI_UNINIT, MI_OPTION(background_purge), 0, 2, "always", 2 },   // a thread purges freed segments when due, without allocator calls (1: in multi-threaded programs; 2, always: in any)
 };
 
 // Options with a text value (file names): read from the environment only,
@@ -518,9 +518,9 @@ static void mi_option_init(mi_option_desc_t* desc) {
                      (desc->word != NULL ? ", or " : ""), (desc->word != NULL ? desc->word : ""), desc->value);
     }
     else {
-      mi_env_warning("%.*s=%.*s%s is not a valid value (use an integer from %ld to %ld); the default %ld is used\n",
+      mi_env_warning("%.*s=%.*s%s is not a valid value (use an integer from %ld to %ld%s%s); the default %ld is used\n",
                      mi_env_name_len(entry), entry, MI_ENV_VALUE_MAX, text, (strlen(text) > MI_ENV_VALUE_MAX ? "..." : ""),
-                     desc->min, desc->max, desc->value);
+                     desc->min, desc->max, (desc->word != NULL ? ", or " : ""), (desc->word != NULL ? desc->word : ""), desc->value);
     }
   }
   else if (overflow || value < desc->min || value > desc->max) {

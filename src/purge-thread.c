@@ -7,6 +7,14 @@
   frees much memory and then blocks keeps it resident. This thread performs
   the process-wide purges when they are due, and nothing else:
 
+  - only in a program that has threads of its own: by default it is started
+    while at least two threads have a heap (init.c counts them), and never
+    in a single-threaded process, where a thread the program did not create
+    would break what needs a single-threaded caller (unshare(CLONE_NEWUSER),
+    setns into a user namespace, a seccomp policy without clone, a program
+    that counts its threads). A single-threaded program's memory goes back
+    on its own allocator calls (every segment allocation and free runs the
+    due purges). background_purge=2 ("always") starts it in any process;
   - started lazily: the first note of a pending purge asks for it, and it is
     created at the next *safe point* (the end of a free that gave a page back,
     or of a collection), because creating a thread may call malloc (glibc
@@ -15,12 +23,20 @@
   - it sleeps until the earliest pending expiry; with nothing pending it waits
     on the OS event (prim.h) without a time limit, and a note wakes it (a note
     costs one fence and one load while the thread is busy or not started);
+    waking it takes no lock (the event is async-signal-safe: a free inside a
+    signal handler may wake it);
   - it runs only the lock-free process-wide paths that every allocating thread
     runs too (region purge, abandoned sweep), never allocates, owns no heap;
   - detached, all signals blocked: it never runs a signal handler; it ends
-    when the last thread with a heap is torn down (init.c counts them), so it
-    does not keep alive a process whose threads all left with pthread_exit; disabling the option sends it to sleep at its next
-    wake-up and stops notes from waking it;
+    when the program is back to fewer threads than it needs and nothing is
+    pending (and at once when the last thread with a heap is torn down), so it
+    does not keep alive a process whose threads all left with pthread_exit,
+    and a program whose threads were joined becomes single-threaded again;
+    disabling the option sends it to sleep at its next wake-up and stops
+    notes from waking it;
+  - a failed start (EAGAIN at the thread limit, EPERM under a seccomp policy)
+    is reported once; purges go on in allocator calls, and the start is tried
+    again after a back-off (1 s, doubling up to about a minute);
   - after fork the child has no such thread: its state goes back to "not
     started" and the event is re-initialised.
 
@@ -37,14 +53,26 @@
 #define MI_PURGER_WANTED    (1)   // a purge is pending: start at the next safe point
 #define MI_PURGER_STARTING  (2)
 #define MI_PURGER_RUNNING   (3)
-#define MI_PURGER_FAILED    (4)   // could not start: purges wait for allocator calls
+
+#define MI_PURGER_ALWAYS    (2)   // option value: start it in single-threaded processes too
+#define MI_PURGER_BACKOFF_MAX (64 * 1000)   // ms between start attempts after failures, at most
 
 _Atomic(uintptr_t) _mi_purger_state;        // read inline by _mi_purger_poll
 static _Atomic(uintptr_t) mi_purger_idle;   // the thread waits without a time limit
-static _Atomic(size_t) mi_purger_wakeups;   // wake-ups so far (tests and statistics)
+static _Atomic(int64_t) mi_purger_retry;    // after a failed start: no attempt before this time (ms)
+static _Atomic(size_t) mi_purger_failures;  // failed starts in a row
 
 static bool mi_purger_enabled(void) {
   return mi_option_is_enabled(mi_option_background_purge);
+}
+
+// Threads with a heap the program needs to have for the thread to run.
+static size_t mi_purger_min_threads(void) {
+  return (mi_option_get(mi_option_background_purge) >= MI_PURGER_ALWAYS ? 1 : 2);
+}
+
+static bool mi_purger_allowed(void) {
+  return (mi_purger_enabled() && _mi_thread_live_count() >= mi_purger_min_threads());
 }
 
 // The earliest pending expiry of the process-wide purges (0: none).
@@ -59,18 +87,20 @@ static int64_t mi_purger_next_due(void) {
 static void mi_purger_main(void* arg) {
   (void)arg;
   for (;;) {
-    mi_atomic_add_relaxed(&mi_purger_wakeups, 1);
-    if (_mi_thread_live_count() == 0) {
-      // the program's threads are gone (pthread_exit): end, so the process can end;
-      // a later note (a new thread frees) starts a new one
-      mi_atomic_store_release(&_mi_purger_state, MI_PURGER_NONE);
-      return;
-    }
+    const size_t live = _mi_thread_live_count();
     int64_t next = 0;
-    if (mi_purger_enabled()) {
+    if (live > 0 && mi_purger_enabled()) {
       _mi_segments_try_sweep_abandoned();
       _mi_region_try_purge();
       next = mi_purger_next_due();
+    }
+    if (live == 0 || (next == 0 && live < mi_purger_min_threads())) {
+      // the program's threads are gone (pthread_exit), or it is back to one
+      // thread and nothing is pending: end, so the process can end or be
+      // single-threaded again; a later note starts a new one when allowed
+      mi_atomic_store_release(&_mi_purger_state, MI_PURGER_NONE);
+      if (mi_purger_next_due() != 0) _mi_purger_note();   // (a purge noted while we left)
+      return;
     }
     if (next == 0) {
       // nothing pending (or disabled): sleep until a note wakes us; the fence
@@ -94,7 +124,9 @@ void _mi_purger_note(void) {
     mi_atomic_fence_seq_cst();
     if (mi_atomic_load_relaxed(&mi_purger_idle) != 0 && mi_purger_enabled()) _mi_prim_event_signal();
   }
-  else if (state == MI_PURGER_NONE && mi_purger_enabled()) {
+  else if (state == MI_PURGER_NONE && mi_purger_allowed()) {
+    const int64_t retry = mi_atomic_load_relaxed(&mi_purger_retry);
+    if (retry != 0 && _mi_prim_clock_now() < retry) return;   // (backing off after a failed start)
     uintptr_t expected = MI_PURGER_NONE;
     mi_atomic_cas_strong_acq_rel(&_mi_purger_state, &expected, MI_PURGER_WANTED);
   }
@@ -104,28 +136,38 @@ void _mi_purger_note(void) {
 void _mi_purger_start(void) {
   uintptr_t expected = MI_PURGER_WANTED;
   if (!mi_atomic_cas_strong_acq_rel(&_mi_purger_state, &expected, MI_PURGER_STARTING)) return;
-  if (!mi_purger_enabled() || _mi_thread_live_count() == 0) {   // (it would end at once)
+  if (!mi_purger_allowed()) {   // (it would end at once)
     mi_atomic_store_release(&_mi_purger_state, MI_PURGER_NONE);
     return;
   }
   mi_atomic_store_release(&_mi_purger_state, MI_PURGER_RUNNING);   // (before the thread can look)
   const int err = _mi_prim_thread_start(&mi_purger_main, NULL);
   if (err != 0) {
-    mi_atomic_store_release(&_mi_purger_state, MI_PURGER_FAILED);
-    _mi_warning_message("cannot start the background purge thread (error %d); freed memory is purged on allocator calls\n", err);
+    // purges go on in allocator calls; try again after a back-off
+    const size_t failures = mi_atomic_add_relaxed(&mi_purger_failures, 1);
+    const int64_t backoff = (failures >= 6 ? MI_PURGER_BACKOFF_MAX : (int64_t)1000 << failures);
+    mi_atomic_store_relaxed(&mi_purger_retry, _mi_prim_clock_now() + backoff);
+    mi_atomic_store_release(&_mi_purger_state, MI_PURGER_NONE);
+    if (failures == 0) {
+      _mi_warning_message("cannot start the background purge thread (error %d); freed memory is purged on allocator calls\n", err);
+    }
     return;
   }
+  mi_atomic_store_relaxed(&mi_purger_failures, 0);
+  mi_atomic_store_relaxed(&mi_purger_retry, 0);
   _mi_verbose_message("background purge thread started (purge delay %lld ms)\n", (long long)_mi_purge_delay());
 }
 
-// The last thread with a heap is ending: wake the thread, which then ends.
-void _mi_purger_last_thread(void) {
-  if (mi_atomic_load_relaxed(&_mi_purger_state) == MI_PURGER_RUNNING) _mi_prim_event_signal();
-}
-
-// Times the thread woke up (0: never started).
-size_t _mi_purger_wakeups(void) {
-  return mi_atomic_load_relaxed(&mi_purger_wakeups);
+// The number of threads with a heap changed (init.c): a thread may now be
+// allowed (something pending asks for it), or may have to end (woken).
+void _mi_purger_threads_changed(void) {
+  const uintptr_t state = mi_atomic_load_relaxed(&_mi_purger_state);
+  if (state == MI_PURGER_RUNNING) {
+    if (_mi_thread_live_count() < mi_purger_min_threads()) _mi_prim_event_signal();
+  }
+  else if (state == MI_PURGER_NONE && mi_purger_next_due() != 0) {
+    _mi_purger_note();
+  }
 }
 
 // In a forked child: the thread does not exist here.
@@ -134,6 +176,7 @@ void _mi_purger_fork_child(void) {
   mi_atomic_store_relaxed(&mi_purger_idle, 0);
   const uintptr_t state = mi_atomic_load_relaxed(&_mi_purger_state);
   if (state == MI_PURGER_RUNNING || state == MI_PURGER_STARTING) {
-    mi_atomic_store_relaxed(&_mi_purger_state, MI_PURGER_WANTED);   // the child starts its own
+    mi_atomic_store_relaxed(&_mi_purger_state, MI_PURGER_NONE);
+    _mi_purger_note();   // the child starts its own, when allowed
   }
 }

@@ -509,7 +509,8 @@ static void mi_region_promote_young(mem_region_t* region) {
 }
 
 // At the region's expiry: purge the due generation and make the young one
-// due at the next expiry (or, forced, purge both now).
+// due at the next expiry (or purge both now: forced, or when the expiry
+// passed a delay ago, as when no allocator call came in between).
 static void mi_region_purge(mem_region_t* region, int64_t now, bool force) {
   int64_t expire = mi_atomic_load_relaxed(&region->purge_expire);
   if (expire == 0) return;
@@ -518,7 +519,10 @@ static void mi_region_purge(mem_region_t* region, int64_t now, bool force) {
     return;
   }
   mi_atomic_store_relaxed(&region->purge_expire, 0);
-  if (force) mi_region_purge_blocks(region, &region->purge_young, mi_atomic_load_acquire(&region->purge_young));
+  // the young generation was freed before the expiry: a delay past it, it is due too
+  if (force || now >= expire + _mi_purge_delay()) {
+    mi_region_purge_blocks(region, &region->purge_young, mi_atomic_load_acquire(&region->purge_young));
+  }
   mi_region_purge_blocks(region, &region->purge, mi_atomic_load_acquire(&region->purge));
   mi_region_promote_young(region);
   // what is pending now (the promoted generation, or blocks we raced) is due one delay later

@@ -13,30 +13,48 @@
              1 s after the last free must stay below 100 MiB (so the test
              measures the thread; a slow build purges part of it while still
              freeing, which does not count here).
-    disable  the same, with the option on at start-up; a first small round
-             starts the purge thread, then mi_option_disable stops it: the
-             drop must stay below 100 MiB.
+    disable  the same, with the option on at start-up (run with
+             MIMALLOC_BACKGROUND_PURGE=always); a first small round starts
+             the purge thread, then mi_option_disable stops it: the drop must
+             stay below 100 MiB.
     nofree   a program that frees no segment: small blocks allocated and
              freed, 300 ms of sleep; the process must still have one thread.
-    pthread-exit  the purge thread is started, then the main thread leaves
+    single   a single-threaded program allocates and frees 200 MiB (small
+             blocks and huge ones) and sleeps past the purge delay: it must
+             still have one thread, unshare(CLONE_NEWUSER) (which needs a
+             single-threaded caller) must succeed, and its next allocator
+             call that takes a segment gives the memory back.
+    noclone  a seccomp policy forbids clone, and the purge thread is asked
+             for in any process (MIMALLOC_BACKGROUND_PURGE=always): its start
+             fails; the memory still goes back on allocator calls, and a
+             forced collect does not hang.
+    pthread-exit  the purge thread is started (run with
+             MIMALLOC_BACKGROUND_PURGE=always), then the main thread leaves
              with pthread_exit: the process must end (CTest's time limit
              catches a purge thread that keeps it alive).
 
   Prints the RSS over time (MiB, ms after the last free). Exits 0 on
   success, 1 on failure, 77 (skipped) without /proc/self/statm.
 -----------------------------------------------------------------------------*/
-#define _POSIX_C_SOURCE 200809L   // nanosleep, clock_gettime
+#define _GNU_SOURCE   // unshare, CLONE_NEWUSER (and nanosleep, clock_gettime)
 
 #include <mimalloc.h>
 #include "statm.h"
 
+#include <errno.h>
 #include <pthread.h>
+#include <sched.h>
 #include <stdatomic.h>
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
 #include <time.h>
+#include <linux/filter.h>
+#include <linux/seccomp.h>
+#include <sys/prctl.h>
+#include <sys/syscall.h>
 
 #define MiB (1024 * 1024)
 #define TOTAL_MIB 500
@@ -131,6 +149,77 @@ static size_t threads_now(void) {
   return (s == NULL ? 0 : (size_t)strtoul(s + 8, NULL, 10));
 }
 
+// Allocate and free about 200 MiB in small and huge blocks, each touched.
+static void alloc_free_200(void) {
+  uint32_t seed = 7;
+  void* small = alloc_chain(100 * (size_t)MiB, 64, 1024, &seed);
+  void* huge = alloc_chain(100 * (size_t)MiB, 8 * (size_t)MiB, 16 * (size_t)MiB, &seed);
+  free_chain(huge);
+  free_chain(small);
+}
+
+// After the purge delay: an allocator call that takes a segment (a huge
+// block) runs the due purges. Returns the resident set before and after it.
+static void purge_on_call(size_t* before, size_t* after) {
+  sleep_ms(2 * mi_option_get(mi_option_reset_delay) + 100);
+  *before = rss_now();
+  void* p = mi_malloc(8 * (size_t)MiB);
+  mi_free(p);
+  *after = rss_now();
+}
+
+static int single_threaded(void) {
+  const size_t rss0 = rss_now();
+  alloc_free_200();
+  size_t before, after;
+  purge_on_call(&before, &after);
+  const size_t threads = threads_now();
+  const int err = (unshare(CLONE_NEWUSER) == 0 ? 0 : errno);
+  printf("single: %zu thread(s); unshare(CLONE_NEWUSER): %s; RSS %zu MiB at start, %zu MiB after the frees and the delay, %zu MiB after the next call\n",
+         threads, (err == 0 ? "ok" : strerror(err)), rss0 / MiB, before / MiB, after / MiB);
+  if (threads != 1) return 1;
+  if (err == EINVAL) return 1;   // (the error for a multi-threaded caller)
+  if (after > rss0 + 20 * (size_t)MiB) return 1;
+  if (err != 0) { printf("single: unshare is not permitted here: skipped\n"); return 77; }
+  return 0;
+}
+
+// A seccomp filter: clone and clone3 fail with EPERM.
+static bool forbid_clone(void) {
+  #if defined(__NR_clone3)
+  const unsigned clone3_nr = __NR_clone3;
+  #else
+  const unsigned clone3_nr = 435;
+  #endif
+  struct sock_filter filter[] = {
+    BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, nr)),
+    BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, __NR_clone, 2, 0),
+    BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, clone3_nr, 1, 0),
+    BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
+    BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | (EPERM & SECCOMP_RET_DATA)),
+  };
+  struct sock_fprog prog = { (unsigned short)(sizeof(filter) / sizeof(filter[0])), filter };
+  if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0) return false;
+  return (prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &prog) == 0);
+}
+
+static int no_clone(void) {
+  if (!forbid_clone()) { printf("noclone: no seccomp here: skipped\n"); return 77; }
+  const size_t rss0 = rss_now();
+  alloc_free_200();
+  void* p = mi_malloc(100);   // a safe point after the frees: the start is tried (and fails)
+  mi_free(p);
+  size_t before, after;
+  purge_on_call(&before, &after);
+  alloc_free_200();
+  mi_collect(true);   // must not wait for a thread that does not exist
+  const size_t collected = rss_now();
+  printf("noclone: %zu thread(s); RSS %zu MiB at start, %zu MiB after the frees and the delay, %zu MiB after the next call, %zu MiB after a second round and a forced collect\n",
+         threads_now(), rss0 / MiB, before / MiB, after / MiB, collected / MiB);
+  if (threads_now() != 1) return 1;
+  return (after <= rss0 + 20 * (size_t)MiB && collected <= rss0 + 20 * (size_t)MiB ? 0 : 1);
+}
+
 int main(int argc, char** argv) {
   const char* mode = (argc > 1 ? argv[1] : "on");
   size_t vsize, rss0;
@@ -145,6 +234,8 @@ int main(int argc, char** argv) {
     printf("nofree: %zu thread(s) after 300 ms\n", threads);
     return (threads == 1 ? 0 : 1);
   }
+  if (strcmp(mode, "single") == 0) return single_threaded();
+  if (strcmp(mode, "noclone") == 0) return no_clone();
   if (strcmp(mode, "pthread-exit") == 0) {
     void* p = mi_malloc(8 * (size_t)MiB);
     memset(p, 1, 8 * (size_t)MiB);
