@@ -57,6 +57,13 @@ bool _mi_abandoned_claim(mi_segment_t* segment) {
   return mi_abandoned_take(segment->memid.region_idx - 1, bit);
 }
 
+// Is the segment in the set now (not claimed)?
+bool _mi_abandoned_contains(const mi_segment_t* segment) {
+  uintptr_t bit;
+  _Atomic(uintptr_t)* word = mi_abandoned_word(segment, &bit);
+  return ((mi_atomic_load_acquire(word) & bit) != 0);
+}
+
 size_t _mi_abandoned_count(void) {
   return mi_atomic_load_relaxed(&mi_abandoned_total);
 }

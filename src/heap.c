@@ -87,7 +87,7 @@ static void mi_heap_collect_ex(mi_heap_t* heap, mi_collect_t collect) {
   if (collect == MI_FORCE && mi_heap_is_backing(heap)) {
     _mi_abandoned_reclaim_all(heap, &heap->tld->segments);
     // a sweep (the background purge thread's) held some of them meanwhile
-    if (_mi_segments_await_sweeps()) _mi_abandoned_reclaim_all(heap, &heap->tld->segments);
+    if (_mi_housekeeping_await()) _mi_abandoned_reclaim_all(heap, &heap->tld->segments);
   }
   // when abandoning, no remote thread may push on this heap's delayed list anymore
   if (collect == MI_ABANDON) {
@@ -102,7 +102,7 @@ static void mi_heap_collect_ex(mi_heap_t* heap, mi_collect_t collect) {
   _mi_segments_collect(collect >= MI_FORCE, &heap->tld->segments);
   _mi_region_collect(collect >= MI_FORCE, collect == MI_FORCE);
   // (a purge of the background thread held some blocks meanwhile: again, once it is done)
-  if (collect == MI_FORCE && _mi_region_await_purges()) _mi_region_collect(true, true);
+  if (collect == MI_FORCE && _mi_housekeeping_await()) _mi_region_collect(true, true);
 }
 
 void _mi_heap_collect_abandon(mi_heap_t* heap) {

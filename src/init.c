@@ -302,10 +302,67 @@ static void mi_process_done(void) {
   _mi_verbose_message("process done: 0x%zx\n", _mi_heap_main.thread_id);
 }
 
+// ---------------------------------------------------------------------------
+// Housekeeping and fork
+//
+// The process-wide housekeeping (region purges, the abandoned sweep, the
+// reclaim scans) claims region blocks and abandoned segments for a moment,
+// and gives them back when done. If the process forked meanwhile, the child
+// would have them claimed for good by a thread it does not have (memory it
+// could never reuse or return). So these sections pass a gate: a fork waits
+// (prepare handler) until the sections under way are done, and none starts
+// until the fork is over (one that finds the gate closed is skipped: its
+// work stays pending). A thread's own sections may nest, and a fork from
+// inside one (a signal handler) does not wait for itself. The same count
+// lets a forced collect wait until what other threads hold is back.
+// ---------------------------------------------------------------------------
+
+static _Atomic(size_t) mi_housekeeping;              // sections under way, in all threads
+static _Atomic(uintptr_t) mi_fork_preparing;         // 1 between the fork's prepare and parent/child handlers
+static mi_decl_thread size_t mi_housekeeping_depth;  // sections of this thread under way
+
+bool _mi_housekeeping_enter(void) {
+  mi_atomic_add_acq_rel(&mi_housekeeping, 1);
+  mi_atomic_fence_seq_cst();   // pairs with the fence in mi_fork_prepare
+  if (mi_housekeeping_depth == 0 && mi_atomic_load_relaxed(&mi_fork_preparing) != 0) {
+    mi_atomic_sub_acq_rel(&mi_housekeeping, 1);
+    return false;
+  }
+  mi_housekeeping_depth++;
+  return true;
+}
+
+void _mi_housekeeping_leave(void) {
+  mi_assert_internal(mi_housekeeping_depth > 0);
+  mi_housekeeping_depth--;
+  mi_atomic_sub_acq_rel(&mi_housekeeping, 1);
+}
+
+// Wait until no other thread is inside a section; true if it had to wait.
+bool _mi_housekeeping_await(void) {
+  bool waited = false;
+  while (mi_atomic_load_acquire(&mi_housekeeping) > mi_housekeeping_depth) {
+    waited = true;
+    mi_atomic_yield();
+  }
+  return waited;
+}
+
+static void mi_fork_prepare(void) {
+  mi_atomic_store_relaxed(&mi_fork_preparing, 1);
+  mi_atomic_fence_seq_cst();
+  _mi_housekeeping_await();
+}
+
+static void mi_fork_parent(void) {
+  mi_atomic_store_release(&mi_fork_preparing, 0);
+}
+
 // In a forked child only the forking thread exists.
 static void mi_fork_child(void) {
+  mi_atomic_store_relaxed(&mi_housekeeping, mi_housekeeping_depth);
+  mi_atomic_store_release(&mi_fork_preparing, 0);
   _mi_segments_fork_child();
-  _mi_region_fork_child();
   mi_atomic_store_relaxed(&mi_live_threads, mi_thread_is_live ? 1 : 0);
   _mi_purger_fork_child();
   _mi_prof_fork_child();
@@ -317,7 +374,7 @@ void mi_process_init(void) mi_attr_noexcept {
   _mi_process_is_initialized = true;
   _mi_os_init();
   _mi_prim_thread_init_auto_done(&mi_thread_done_auto);
-  _mi_prim_fork_child_handler(&mi_fork_child);
+  _mi_prim_fork_handlers(&mi_fork_prepare, &mi_fork_parent, &mi_fork_child);
   _mi_clock_start();
   _mi_verbose_message("process init: 0x%zx\n", _mi_heap_main.thread_id);
   #if (MI_DEBUG > 0)

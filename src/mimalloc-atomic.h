@@ -52,15 +52,4 @@ static inline void mi_atomic_yield(void) {
 #endif
 }
 
-// Spin until a count of operations in progress (another thread's) is zero;
-// true if it was not zero at first.
-static inline bool mi_atomic_await_zero(_Atomic(size_t)* count) {
-  bool waited = false;
-  while (mi_atomic_load_acquire(count) != 0) {
-    waited = true;
-    mi_atomic_yield();
-  }
-  return waited;
-}
-
 #endif

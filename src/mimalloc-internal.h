@@ -60,6 +60,9 @@ extern bool            _mi_process_is_initialized;
 uintptr_t  _mi_random_shuffle(uintptr_t x);
 bool       _mi_is_main_thread(void);
 size_t     _mi_thread_live_count(void);      // threads with an initialised heap now
+bool       _mi_housekeeping_enter(void);     // a section that holds region blocks or abandoned segments for a moment (false: a fork is under way, skip it)
+void       _mi_housekeeping_leave(void);
+bool       _mi_housekeeping_await(void);     // wait for other threads' sections; true if it waited
 void       _mi_heap_set_default_direct(mi_heap_t* heap);
 
 // stats.c
@@ -143,10 +146,9 @@ void       _mi_region_free(void* p, size_t size, mi_memid_t memid, bool fully_co
 size_t     _mi_region_guards_take(mi_memid_t memid, uint64_t* mask);   // guards a freed segment left (kind + 1)
 bool       _mi_region_guards_leave(mi_memid_t memid, size_t size, size_t kind, uint64_t mask);
 #endif
-void       _mi_region_collect(bool force, bool free_unused);
+bool       _mi_regions_check_claims(void);   // (tests) every claimed block belongs to a segment
+bool       _mi_region_collect(bool force, bool free_unused);   // false: skipped (a fork is under way)
 void       _mi_region_try_purge(void);
-bool       _mi_region_await_purges(void);               // a forced collect waits for running purges
-void       _mi_region_fork_child(void);                  // a forked child: no purge is running
 int64_t    _mi_region_purge_next(void);    // earliest pending region purge (0: none)
 size_t     _mi_region_slots(void);
 uint8_t*   _mi_region_start(size_t idx);
@@ -154,6 +156,7 @@ uint8_t*   _mi_region_start(size_t idx);
 // abandoned.c
 void       _mi_abandoned_push(mi_segment_t* segment);
 bool       _mi_abandoned_claim(mi_segment_t* segment);
+bool       _mi_abandoned_contains(const mi_segment_t* segment);   // in the set now (not claimed)
 mi_segment_t* _mi_abandoned_next(size_t* cursor);
 void       _mi_abandoned_visit(void (*fn)(mi_segment_t* segment, void* arg), void* arg);
 size_t     _mi_abandoned_count(void);
@@ -173,7 +176,6 @@ uint8_t*   _mi_segment_page_start(const mi_segment_t* segment, const mi_page_t* 
 void       _mi_segment_abandoned_free_note(void);
 bool       _mi_segment_reclaim_on_free(mi_segment_t* segment, mi_heap_t* heap);
 void       _mi_segments_try_sweep_abandoned(void);
-bool       _mi_segments_await_sweeps(void);            // a forced collect waits for running sweeps
 int64_t    _mi_segments_sweep_next(void);   // when the abandoned sweep is due (0: none pending)
 void       _mi_abandoned_reclaim_all(mi_heap_t* heap, mi_segments_tld_t* tld);
 void       _mi_segments_collect(bool force, mi_segments_tld_t* tld);

@@ -265,6 +265,21 @@ static void* mi_region_claimed(size_t idx, size_t bitidx, size_t blocks, bool co
   const uintptr_t m = mi_bit_mask(blocks, bitidx);
   uint8_t* start = (uint8_t*)mi_atomic_load_acquire(&region->start);
   void* p = start + (bitidx * MI_SEGMENT_SIZE);
+  const uintptr_t committed = mi_atomic_load_relaxed(&region->commit) & m;
+  *is_committed = (committed == m);
+  if (commit && !*is_committed) {
+    // commit the whole range once (some blocks may be committed already; the
+    // statistics count only the new ones); on failure nothing has changed
+    // but the claim, which we let go (the blocks keep their pending purges)
+    bool commit_zero = false;
+    if (!_mi_os_commit(p, blocks * MI_SEGMENT_SIZE, &commit_zero)) {
+      mi_atomic_and_acq_rel(&region->in_use, ~m);
+      return NULL;
+    }
+    if (committed != 0) mi_stat_decrease(NULL, committed, mi_popcount(committed) * MI_SEGMENT_SIZE);
+    mi_atomic_or_acq_rel(&region->commit, m);
+    *is_committed = true;
+  }
   // re-use before expiry cancels a pending purge: no system call
   mi_atomic_and_acq_rel(&region->purge, ~m);
   mi_atomic_and_acq_rel(&region->purge_young, ~m);
@@ -273,8 +288,6 @@ static void* mi_region_claimed(size_t idx, size_t bitidx, size_t blocks, bool co
   const uintptr_t was_dirty = mi_atomic_or_acq_rel(&region->dirty, m) & m;
   *is_zero = (was_dirty == 0);
   *is_large = (mi_atomic_load_relaxed(&region->is_large) != 0);
-  const uintptr_t committed = mi_atomic_load_relaxed(&region->commit) & m;
-  *is_committed = (committed == m);
   #if (MI_SECURE > 0)
   // a run of blocks (a huge segment) is plain memory: guards left in any of
   // them go (a single block's guards are the segment's to take or remove)
@@ -285,20 +298,8 @@ static void* mi_region_claimed(size_t idx, size_t bitidx, size_t blocks, bool co
       region_guards[idx].kind[i] = 0;
     }
   }
-  mi_assert_internal(*is_committed || blocks > 1 || region_guards[idx].kind[bitidx] == 0);   // (guards are left only in committed blocks)
+  mi_assert_internal(committed == m || blocks > 1 || region_guards[idx].kind[bitidx] == 0);   // (guards are left only in committed blocks)
   #endif
-  if (commit && !*is_committed) {
-    // commit the whole range once (some blocks may be committed already; the
-    // statistics count only the new ones)
-    bool commit_zero = false;
-    if (!_mi_os_commit(p, blocks * MI_SEGMENT_SIZE, &commit_zero)) {
-      mi_atomic_and_acq_rel(&region->in_use, ~m);
-      return NULL;
-    }
-    if (committed != 0) mi_stat_decrease(NULL, committed, mi_popcount(committed) * MI_SEGMENT_SIZE);
-    mi_atomic_or_acq_rel(&region->commit, m);
-    *is_committed = true;
-  }
   memid->region_idx = (uint32_t)(idx + 1);
   memid->block_idx = (uint32_t)bitidx;
   return p;
@@ -536,8 +537,6 @@ static void mi_region_purge(mem_region_t* region, int64_t now, bool force) {
 // Purge what has expired, if anything has: called on every segment
 // allocation and free, so freed segments go back to the OS without the
 // program calling mi_collect. Costs one clock read when nothing is due.
-static _Atomic(size_t) purges_running;   // due purges in progress: they hold region blocks for a moment
-
 void _mi_region_try_purge(void) {
   const int64_t next = mi_atomic_load_relaxed(&purge_next);
   if (next == 0) return;
@@ -545,24 +544,15 @@ void _mi_region_try_purge(void) {
   if (now < next) return;
   int64_t expected = next;
   if (!mi_atomic_cas_strong_acq_rel(&purge_next, &expected, 0)) return;   // another thread does it
-  mi_atomic_add_acq_rel(&purges_running, 1);
-  _mi_region_collect(false, false);
-  mi_atomic_sub_acq_rel(&purges_running, 1);
+  if (!_mi_region_collect(false, false)) mi_region_note_expire(next);     // (a fork: later)
 }
 
-// Wait until no due purge holds region blocks (the background purge thread
-// may purge while a forced collect does; the collect skips the blocks it
-// holds); true if it waited.
-// In a forked child: the thread that was purging did not come along.
-void _mi_region_fork_child(void) {
-  mi_atomic_store_relaxed(&purges_running, 0);
-}
-
-bool _mi_region_await_purges(void) {
-  return mi_atomic_await_zero(&purges_running);
-}
-
-void _mi_region_collect(bool force, bool free_unused) {
+// Purge what is due (everything if forced), and unmap regions nothing uses.
+// Purges hold region blocks for a moment: a housekeeping section (init.c),
+// skipped while a fork is under way (false). A forced collect of another
+// thread skips the blocks we hold, and waits for us to be done.
+bool _mi_region_collect(bool force, bool free_unused) {
+  if (!_mi_housekeeping_enter()) return false;
   const size_t count = mi_atomic_load_acquire(&regions_count);
   const int64_t now = _mi_prim_clock_now();
   for (size_t i = 0; i < count; i++) {
@@ -570,6 +560,37 @@ void _mi_region_collect(bool force, bool free_unused) {
     mi_region_purge(&regions[i], now, force);
   }
   if (free_unused) mi_regions_free_unused();
+  _mi_housekeeping_leave();
+  return true;
+}
+
+// Whole-structure check, for tests: does every block claimed in a live region
+// belong to a segment the segment map knows? (A block a purge or a claimer
+// holds for a moment does not.) Only meaningful while no other thread runs
+// allocator code: in a forked child, or a quiescent process.
+static uintptr_t regions_covered[MI_REGION_MAX];
+
+static void mi_region_cover(mi_segment_t* segment, void* arg) {
+  (void)arg;
+  if (segment->memid.region_idx == 0) return;
+  const size_t blocks = _mi_divide_up(segment->mem_size, MI_SEGMENT_SIZE);
+  regions_covered[segment->memid.region_idx - 1] |= mi_bit_mask(blocks, segment->memid.block_idx);
+}
+
+bool _mi_regions_check_claims(void) {
+  memset(regions_covered, 0, sizeof(regions_covered));
+  _mi_segment_map_visit(&mi_region_cover, NULL);
+  const size_t count = mi_atomic_load_acquire(&regions_count);
+  bool ok = true;
+  for (size_t i = 0; i < count; i++) {
+    if (mi_atomic_load_acquire(&regions[i].state) != MI_REGION_LIVE) continue;
+    const uintptr_t stray = mi_atomic_load_relaxed(&regions[i].in_use) & ~regions_covered[i];
+    if (stray != 0) {
+      _mi_warning_message("region %zu: blocks 0x%zx are claimed by no segment\n", i, (size_t)stray);
+      ok = false;
+    }
+  }
+  return ok;
 }
 
 // ---------------------------------------------------------------------------

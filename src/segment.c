@@ -507,8 +507,8 @@ static void mi_abandoned_sweep_visit(mi_segment_t* segment, void* arg) {
   if (mi_segment_abandoned_collect(segment, *(const int64_t*)arg)) mi_segment_mark_abandoned(segment);
 }
 
-static _Atomic(size_t) mi_abandoned_sweeps;   // sweeps running: they hold segments of the set for a moment
-
+// The sweep holds abandoned segments for a moment: a housekeeping section
+// (init.c; a forced collect waits for it, a fork too).
 void _mi_segments_try_sweep_abandoned(void) {
   const int64_t next = mi_atomic_load_relaxed(&mi_abandoned_sweep_expire);
   if (next == 0) return;
@@ -516,15 +516,12 @@ void _mi_segments_try_sweep_abandoned(void) {
   if (now < next) return;
   int64_t expected = next;
   if (!mi_atomic_cas_strong_acq_rel(&mi_abandoned_sweep_expire, &expected, 0)) return;   // another thread sweeps
-  mi_atomic_add_acq_rel(&mi_abandoned_sweeps, 1);
+  if (!_mi_housekeeping_enter()) {   // a fork is under way: later
+    mi_abandoned_sweep_note(next);
+    return;
+  }
   _mi_abandoned_visit(&mi_abandoned_sweep_visit, &now);
-  mi_atomic_sub_acq_rel(&mi_abandoned_sweeps, 1);
-}
-
-// Wait until no sweep holds abandoned segments (the background purge thread
-// may sweep while a forced collect takes the set back); true if it waited.
-bool _mi_segments_await_sweeps(void) {
-  return mi_atomic_await_zero(&mi_abandoned_sweeps);
+  _mi_housekeeping_leave();
 }
 
 // The statistics of a purged page that is used again (or goes back with its segment).
@@ -1119,8 +1116,10 @@ static mi_segment_t* mi_segment_try_reclaim(mi_heap_t* heap, size_t block_size, 
                                             bool* reclaimed, mi_segments_tld_t* tld) {
   *reclaimed = false;
   if (_mi_abandoned_count() == 0) return NULL;
+  if (!_mi_housekeeping_enter()) return NULL;   // (claims abandoned segments for a moment; a fork is under way)
   mi_heap_t* backing = heap->tld->heap_backing;
   mi_segment_t* segment;
+  mi_segment_t* result = NULL;
   int max_tries = MI_RECLAIM_TRIES;
   while (max_tries-- > 0 && (segment = _mi_abandoned_next(&tld->reclaim_cursor)) != NULL) {
     mi_atomic_store_release(&segment->thread_id, _mi_thread_id());
@@ -1132,9 +1131,9 @@ static mi_segment_t* mi_segment_try_reclaim(mi_heap_t* heap, size_t block_size, 
     }
     else if (has_page && segment->page_kind == page_kind) {
       bool right_page = false;
-      mi_segment_t* s = mi_segment_reclaim(segment, backing, block_size, &right_page, tld);
+      result = mi_segment_reclaim(segment, backing, block_size, &right_page, tld);
       *reclaimed = right_page && (heap == backing);
-      return s;
+      break;
     }
     else if (segment->abandoned_visits >= MI_RECLAIM_FORCE_VISITS) {
       mi_segment_reclaim(segment, backing, 0, NULL, tld);   // keeps the abandoned set short
@@ -1144,10 +1143,12 @@ static mi_segment_t* mi_segment_try_reclaim(mi_heap_t* heap, size_t block_size, 
       mi_segment_mark_abandoned(segment);
     }
   }
-  return NULL;
+  _mi_housekeeping_leave();
+  return result;
 }
 
 void _mi_abandoned_reclaim_all(mi_heap_t* heap, mi_segments_tld_t* tld) {
+  if (!_mi_housekeeping_enter()) return;   // (a fork is under way)
   mi_heap_t* backing = heap->tld->heap_backing;
   size_t cursor = 0;
   mi_segment_t* segment;
@@ -1155,6 +1156,7 @@ void _mi_abandoned_reclaim_all(mi_heap_t* heap, mi_segments_tld_t* tld) {
     mi_atomic_store_release(&segment->thread_id, _mi_thread_id());
     mi_segment_reclaim(segment, backing, 0, NULL, tld);
   }
+  _mi_housekeeping_leave();
 }
 
 // ---------------------------------------------------------------------------
@@ -1344,11 +1346,12 @@ mi_segment_t* _mi_segment_of_unit_aligned(const void* p) {
 // inherits the vanished thread's stack (and so its thread id) cannot mistake
 // it for its own, and nobody reclaims it. Frees into it are remote frees that
 // are never collected: the child leaks that memory, which 1.6 did too.
-// Abandoned segments in regions get that id as well (a vanished thread may
-// have cleared a segment's abandoned bit without storing its own id yet);
-// an abandoned segment outside the regions is claimed by a CAS of its owner
-// id from 0, which no vanished thread completed if the id is still 0, so it
-// stays abandoned and the child frees into it normally. Nothing is written
+// Abandoned segments stay abandoned, for the child to reclaim and sweep: the
+// fork waited for the housekeeping that claims them for a moment (init.c),
+// so one in the set still has its abandoned bit, and one outside the regions
+// is claimed by a CAS of its owner id from 0, which no vanished thread
+// completed if the id is still 0. (A segment in the set with owner 0 and no
+// bit was being abandoned by a vanished thread: it gets the vanished id.) Nothing is written
 // but the owner id (few copy-on-write faults). A page of the forking thread
 // that a vanished thread left in DELAYED_FREEING goes back to USE_DELAYED_FREE.
 static void mi_segment_fork_child(mi_segment_t* segment, void* arg) {
@@ -1364,13 +1367,13 @@ static void mi_segment_fork_child(mi_segment_t* segment, void* arg) {
       }
     }
   }
-  else if (owner != MI_THREAD_ID_VANISHED && (owner != 0 || mi_segment_in_abandoned_set(segment))) {
+  else if (owner != MI_THREAD_ID_VANISHED &&
+           (owner != 0 || (mi_segment_in_abandoned_set(segment) && !_mi_abandoned_contains(segment)))) {
     mi_atomic_store_release(&segment->thread_id, MI_THREAD_ID_VANISHED);
   }
 }
 
 void _mi_segments_fork_child(void) {
-  mi_atomic_store_relaxed(&mi_abandoned_sweeps, 0);   // (a sweeping thread did not come along)
   _mi_segment_map_visit(&mi_segment_fork_child, NULL);
 }
 

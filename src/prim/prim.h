@@ -87,8 +87,9 @@ bool _mi_prim_random_buf(void* buf, size_t len);
 void _mi_prim_thread_init_auto_done(void (*fn)(void*));
 void _mi_prim_thread_set_exit_value(void* value);
 
-// Run `child` in the child process after every fork() (pthread_atfork).
-void _mi_prim_fork_child_handler(void (*child)(void));
+// Run `prepare` before every fork() in the forking thread, then `parent` in
+// the parent and `child` in the child after it (pthread_atfork).
+void _mi_prim_fork_handlers(void (*prepare)(void), void (*parent)(void), void (*child)(void));
 
 // Write a message to the standard error stream, without allocating.
 void _mi_prim_out_stderr(const char* msg);

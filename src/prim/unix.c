@@ -231,8 +231,8 @@ void _mi_prim_thread_set_exit_value(void* value) {
   if (mi_pthread_key_ok) pthread_setspecific(mi_pthread_key, value);
 }
 
-void _mi_prim_fork_child_handler(void (*child)(void)) {
-  pthread_atfork(NULL, NULL, child);
+void _mi_prim_fork_handlers(void (*prepare)(void), void (*parent)(void), void (*child)(void)) {
+  pthread_atfork(prepare, parent, child);
 }
 
 // ---------------------------------------------------------------------------

@@ -13,9 +13,13 @@
 #include <cmocka.h>
 
 #include <pthread.h>
+#include <stdatomic.h>
 #include <signal.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <sys/resource.h>
 #include <sys/time.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -252,6 +256,132 @@ static void test_signal_handler_frees_a_sampled_block(void** state) {
   mi_option_set(mi_option_prof_sample, saved);
 }
 
+// ---------------------------------------------------------------------------
+// A region claim whose commit fails lets go of the blocks as they were: a
+// freed block in the claimed run keeps its pending purge (the purge marks
+// were cleared before the commit was tried: that memory never went back).
+// The commit fails for real: in a child process whose regions are not
+// committed in advance (eager_region_commit=0), with a data size limit
+// (RLIMIT_DATA, which Linux checks when a private mapping becomes
+// writable) just above what the process has now.
+// ---------------------------------------------------------------------------
+
+// The process's private writable memory (VmData), in bytes; 0 if unknown.
+static size_t data_size(void) {
+  FILE* f = fopen("/proc/self/status", "r");
+  if (f == NULL) return 0;
+  char line[256];
+  size_t kib = 0;
+  while (fgets(line, sizeof(line), f) != NULL) {
+    if (strncmp(line, "VmData:", 7) == 0) kib = (size_t)strtoul(line + 7, NULL, 10);
+  }
+  fclose(f);
+  return kib * 1024;
+}
+
+static size_t resident_bytes(void* p, size_t size) {
+  const size_t page = (size_t)sysconf(_SC_PAGESIZE);
+  static unsigned char vec[MI_SEGMENT_SIZE / 4096];
+  if (mincore(p, size, vec) != 0) return SIZE_MAX;
+  size_t n = 0;
+  for (size_t i = 0; i < size / page; i++) n += (vec[i] & 1);
+  return n * page;
+}
+
+static int failed_commit_child(void) {
+  mi_option_set(mi_option_eager_region_commit, 0);
+  mi_free(mi_malloc(16));
+  mi_segments_tld_t* tld = &mi_get_default_heap()->tld->segments;
+  // claim single blocks until one is the first block of a region created now
+  // (so its neighbour was never committed)
+  void* x = NULL;
+  mi_memid_t xid = { 0, 0 };
+  for (int i = 0; i < 4 * MI_REGION_BLOCKS && x == NULL; i++) {
+    bool is_committed, is_large, is_zero;
+    mi_memid_t memid;
+    void* p = _mi_region_alloc(MI_SEGMENT_SIZE, true, false, &is_committed, &is_large, &is_zero, &memid, tld);
+    if (p == NULL) return 10;
+    if (memid.region_idx != 0 && memid.block_idx == 0 && is_zero) { x = p; xid = memid; }
+  }
+  if (x == NULL) return 11;
+  memset(x, 0x5a, MI_SEGMENT_SIZE);
+  _mi_region_free(x, MI_SEGMENT_SIZE, xid, true, false);   // pending purge, after the delay
+  // with no room for more writable memory, a claim of two blocks (x and its
+  // uncommitted neighbour, the first room in that region) cannot commit
+  struct rlimit saved;
+  if (getrlimit(RLIMIT_DATA, &saved) != 0) return 77;
+  const size_t data = data_size();
+  if (data == 0) return 77;
+  struct rlimit limit = { (rlim_t)(data + MiB), saved.rlim_max };
+  if (setrlimit(RLIMIT_DATA, &limit) != 0) return 77;
+  bool is_committed, is_large, is_zero;
+  mi_memid_t memid;
+  void* p = _mi_region_alloc(2 * MI_SEGMENT_SIZE, true, false, &is_committed, &is_large, &is_zero, &memid, tld);
+  setrlimit(RLIMIT_DATA, &saved);
+  if (p != NULL) return 12;   // (the claim did not fail: the test does not test)
+  // after the delay, a forced purge gives x back
+  usleep((useconds_t)(2 * _mi_purge_delay() + 50) * 1000);
+  _mi_region_collect(true, false);
+  const size_t resident = resident_bytes(x, MI_SEGMENT_SIZE);
+  return (resident == 0 ? 0 : 1);
+}
+
+static void test_failed_commit_keeps_pending_purges(void** state) {
+  (void)state;
+  const pid_t pid = fork();
+  assert_true(pid >= 0);
+  if (pid == 0) _exit(failed_commit_child());
+  int status = 0;
+  assert_int_equal(waitpid(pid, &status, 0), pid);
+  assert_true(WIFEXITED(status));
+  if (WEXITSTATUS(status) == 77) skip();
+  assert_int_equal(WEXITSTATUS(status), 0);   // 1: the freed block stayed resident
+}
+
+// ---------------------------------------------------------------------------
+// fork while another thread purges: the purge holds region blocks for a
+// moment, and a child forked meanwhile had them claimed for good (memory it
+// could never reuse or return). Now a fork waits for such housekeeping. A
+// thread purges all the time (forced region collects, which also unmap
+// unused regions) while the main thread frees segments and forks; every
+// child checks that each claimed region block belongs to a segment.
+// ---------------------------------------------------------------------------
+
+static atomic_int purging;
+
+static void* purge_loop(void* arg) {
+  (void)arg;
+  while (atomic_load(&purging)) _mi_region_collect(true, true);
+  return NULL;
+}
+
+static void test_fork_while_purging_leaves_no_claims(void** state) {
+  (void)state;
+  atomic_store(&purging, 1);
+  pthread_t t;
+  assert_int_equal(pthread_create(&t, NULL, &purge_loop, NULL), 0);
+  int bad = 0;
+  for (int round = 0; round < 150; round++) {
+    void* blocks[24];
+    for (int i = 0; i < 24; i++) {
+      blocks[i] = mi_malloc((size_t)(1 + i % 3) * MiB);   // large pages: a segment each
+      memset(blocks[i], 1, 4096);
+    }
+    for (int i = 0; i < 24; i++) mi_free(blocks[i]);
+    const pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) _exit(_mi_regions_check_claims() ? 0 : 1);
+    int status = 0;
+    assert_int_equal(waitpid(pid, &status, 0), pid);
+    assert_true(WIFEXITED(status));
+    if (WEXITSTATUS(status) != 0) bad++;
+  }
+  atomic_store(&purging, 0);
+  assert_int_equal(pthread_join(t, NULL), 0);
+  assert_true(_mi_regions_check_claims());
+  assert_int_equal(bad, 0);   // children that had region blocks claimed by no segment
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
     cmocka_unit_test(test_segment_map_covers_48_bits),
@@ -261,6 +391,8 @@ int main(void) {
     cmocka_unit_test(test_numa_detect_override_and_prefer),
     cmocka_unit_test(test_signal_handler_wakes_the_purge_thread),
     cmocka_unit_test(test_signal_handler_frees_a_sampled_block),
+    cmocka_unit_test(test_failed_commit_keeps_pending_purges),
+    cmocka_unit_test(test_fork_while_purging_leaves_no_claims),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
