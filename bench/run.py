@@ -400,9 +400,10 @@ def geomean(xs):
     return math.exp(sum(math.log(x) for x in xs) / len(xs)) if xs else None
 
 
-def ratio_table(med, allocators, workloads, index, unit_fmt):
+def ratio_table(med, allocators, workloads, index, unit_fmt, geomean_row=True):
     """Rows of strings: ours absolute, the others relative to ours (absolute, in parentheses,
-    where ours is 0); last row geometric means."""
+    where ours is 0); last row geometric means (unless geomean_row is False: counts that are
+    often 0, whose ratios have no geometric mean)."""
     header = ["workload", "ours"] + [a for a in allocators if a != "ours"]
     rows = []
     ratios = {a: [] for a in allocators}
@@ -427,7 +428,8 @@ def ratio_table(med, allocators, workloads, index, unit_fmt):
                 row.append(format_ratio(x))
         rows.append(row)
     means = [geomean(ratios[a]) for a in allocators if a != "ours"]
-    rows.append(["geomean", "1.00"] + ["-" if g is None else format_ratio(g) for g in means])
+    if geomean_row:
+        rows.append(["geomean", "1.00"] + ["-" if g is None else format_ratio(g) for g in means])
     return header, rows, ratios
 
 
@@ -1029,13 +1031,14 @@ def main():
                  "the others relative to ours" + absent + " (lower is better)",
                  "madvise calls (one untimed run under strace, thread stacks left out; ours as a count, "
                  "others relative to ours" + absent + ")",
-                 ratio_table(madv, args.allocators, workloads, 0, lambda v: "%d" % v)),
+                 ratio_table(madv, args.allocators, workloads, 0, lambda v: "%d" % v, geomean_row=False)),
                 ("MADVISE BYTES: memory given back (MADV_DONTNEED, MADV_FREE, ...) in the same run; ours "
                  "in MiB, the others relative to ours" + absent.replace("count", "MiB") + " (lower is not "
                  "always better: memory given back lowers the resident set)",
                  "Memory given back by madvise (MADV_DONTNEED, MADV_FREE, ... in the same run; ours in MiB, "
                  "others relative to ours" + absent.replace("count", "MiB") + ")",
-                 ratio_table(madv, args.allocators, workloads, 1, lambda v: "%.1f MiB" % (v / 1048576.0))),
+                 ratio_table(madv, args.allocators, workloads, 1, lambda v: "%.1f MiB" % (v / 1048576.0),
+                             geomean_row=False)),
             ]
         for title, md_title, (header, rows, _) in tables:
             log("\n" + title)
