@@ -435,7 +435,7 @@ def ratio_table(med, allocators, workloads, index, unit_fmt, geomean_row=True):
 
 def format_ratio(x):
     """Two decimals; two significant digits below 0.1 (madvise calls of 5 against 1730)."""
-    return "%.2f" % x if x >= 0.1 or x == 0 else "%.2g" % x
+    return "%.2f" % x if x >= 0.095 or x == 0 else "%.2g" % x
 
 
 def format_text(header, rows):
@@ -764,23 +764,35 @@ def count_syscalls(build_dir, preload, args):
     return header, rows, failures
 
 
+def trace_madvise(cmd, preload, out_file, timeout):
+    """One untimed run under strace (madvise, mmap, munmap): (status, stdout, stderr,
+    {syscall: calls} of strace's summary, parse_madvise_trace's stats or None)."""
+    status, stdout, stderr, counts = run_strace(cmd, preload, out_file, timeout,
+                                                trace=["madvise", "mmap", "munmap"])
+    return status, stdout, stderr, counts, parse_madvise_trace(out_file) if os.path.exists(out_file) else None
+
+
 def count_madvise(build_dir, preload, args):
     """Run every selected workload once under every allocator, untimed, under strace
     (madvise, mmap, munmap); returns {(workload, allocator): (calls, bytes) or None}
-    and the failures, and writes madvise.csv."""
+    and the failures, and writes madvise.csv. With --quick, NCPU runs at a time (the
+    counts are of one run anyway, and the timed rounds are over)."""
     workloads = [w for w in WORKLOADS if w[0] in args.only]
     trace_dir = os.path.join(args.out, "strace")
     os.makedirs(trace_dir, exist_ok=True)
     total = len(workloads) * len(args.allocators)
     done = 0
     madv, rows, failures = {}, [], []
-    for name, program, full, quick in workloads:
-        cmd = [binary(build_dir, program)] + (quick if args.quick else full)
-        for alloc in args.allocators:
-            out_file = os.path.join(trace_dir, "%s-%s.madvise.txt" % (name, alloc))
-            status, stdout, stderr, counts = run_strace(cmd, preload[alloc], out_file, args.timeout,
-                                                        trace=["madvise", "mmap", "munmap"])
-            st = parse_madvise_trace(out_file) if os.path.exists(out_file) else None
+    jobs = []
+    with ThreadPoolExecutor(max_workers=NCPU if args.quick else 1) as pool:
+        for name, program, full, quick in workloads:
+            cmd = [binary(build_dir, program)] + (quick if args.quick else full)
+            for alloc in args.allocators:
+                out_file = os.path.join(trace_dir, "%s-%s.madvise.txt" % (name, alloc))
+                jobs.append((name, alloc, cmd, pool.submit(trace_madvise, cmd, preload[alloc], out_file,
+                                                           args.timeout)))
+        for name, alloc, cmd, future in jobs:
+            status, stdout, stderr, counts, st = future.result()
             if status == "ok" and st is None:
                 status = "no strace output"
             elif status == "ok" and abs(counts.get("madvise", 0) - st["calls"] - st["stack_calls"]) > \
