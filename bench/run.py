@@ -3,7 +3,7 @@
 
     bench/run.py [OUT] [--quick] [--rounds N] [--only W,...] [--allocators A,...]
                  [--lib PATH] [--secure-lib PATH] [--baseline-lib PATH]
-                 [--no-instr] [--instr-only] [--syscalls]
+                 [--no-instr] [--instr-only] [--no-madvise] [--syscalls]
 
 Steps (see bench/README.md for the workloads and the figures):
  1. make sure the comparison allocators are installed (Debian packages; with
@@ -16,18 +16,24 @@ Steps (see bench/README.md for the workloads and the figures):
     no preload), in `rounds` rounds, each round in a rotated allocator order,
     recording wall, user and system time, peak RSS and minor page faults
     (wait4's rusage);
- 5. print and write the tables of medians normalised to ours (wall time, RSS,
-    CPU time and page faults) with a geometric-mean row, the raw CSV and
-    bar charts;
- 6. count instructions per malloc+free pair with callgrind (exact counts).
+ 5. run every workload once more under every allocator, untimed, under
+    strace (madvise, mmap and munmap only), to count the madvise calls and
+    the bytes they give back (thread stacks, which glibc madvises when a
+    thread ends, counted apart);
+ 6. print and write the tables of medians normalised to ours (wall time, RSS,
+    CPU time, system time, page faults; madvise calls and bytes from step 5)
+    with a geometric-mean row, a table per workload with all of them, the
+    raw CSV and bar charts;
+ 7. count instructions per malloc+free pair with callgrind (exact counts).
 
 With --syscalls, steps 4-6 are replaced by one run of each workload under
 each allocator under `strace -f -c`, and a table of the calls to madvise,
 mmap, munmap, mprotect and brk and of all system calls (syscalls.md).
 
 Output goes to OUT (default: out/bench in the repository): results.csv,
-summary.md, time.png, rss.png, faults.png, instructions.csv, env.txt, logs/
-(failures); with --syscalls: syscalls.md, syscalls.csv, strace/.
+madvise.csv, summary.md, time.png, rss.png, faults.png, instructions.csv,
+env.txt, strace/ (the madvise traces), logs/ (failures); with --syscalls:
+syscalls.md, syscalls.csv, strace/.
 Uses only the standard library, and Debian's python3-matplotlib for the charts.
 """
 
@@ -113,6 +119,8 @@ WORKLOADS = [
     ("batch", "batch", [], ["100"]),
     ("serverN", "server", [N], [N, "250000"]),
     ("kvserver", "kvserver", [], ["50000"]),
+    ("threadchurnN", "threadchurn", [str(4 * NCPU)], [str(4 * NCPU), "50"]),
+    ("threadchurn2", "threadchurn", ["2", "200", "2", "20000"], ["2", "50", "2", "20000"]),
 ]
 
 INSTR_SIZES = [16, 64, 256, 1024, 4096]
@@ -155,7 +163,7 @@ def ensure_prerequisites(args):
             missing.append(package)
     if args.instr and shutil.which("valgrind") is None:
         missing.append("valgrind")
-    if args.syscalls and shutil.which("strace") is None:
+    if (args.syscalls or args.madvise) and shutil.which("strace") is None:
         missing.append("strace")
     if args.plots:
         try:
@@ -174,6 +182,9 @@ def ensure_prerequisites(args):
         args.instr = False
     if args.syscalls and shutil.which("strace") is None:
         sys.exit("strace not found: no system call counts (apt-get install strace)")
+    if args.madvise and shutil.which("strace") is None:
+        log("  strace not found: no madvise counts")
+        args.madvise = False
 
 
 # ---------------------------------------------------------------------------
@@ -328,8 +339,8 @@ def run_all(build_dir, preload, args):
             for alloc in order:
                 r = run_measured(cmd, preload[alloc], args.timeout)
                 done += 1
-                log("[%3d/%d] round %d %-15s %-12s %7.2f s %8.1f MiB %9d faults  %s" % (
-                    done, total, rnd + 1, name, alloc, r.wall, r.maxrss_kib / 1024.0, r.minflt,
+                log("[%3d/%d] round %d %-15s %-12s %7.2f s %6.2f s sys %8.1f MiB %9d faults  %s" % (
+                    done, total, rnd + 1, name, alloc, r.wall, r.sys, r.maxrss_kib / 1024.0, r.minflt,
                     "" if r.status == "ok" else r.status.upper()))
                 if r.status != "ok":
                     save_log(args, "%s-%s-r%d" % (name, alloc, rnd + 1), r.out, r.err)
@@ -360,9 +371,13 @@ def write_csv(path, results, preload):
                         r.maxrss_kib, r.minflt, r.status, r.figure, reproducer(cmd, preload[alloc])])
 
 
+# indices into a medians() tuple
+WALL, RSS, CPU, FAULTS, SYS = range(5)
+
+
 def medians(results, allocators, workloads):
     """{(workload, allocator): (median wall, median maxrss KiB, median user+sys, median minor
-    page faults)} over the runs; None if any run failed."""
+    page faults, median system time)} over the runs; None if any run failed."""
     med = {}
     for name in workloads:
         for alloc in allocators:
@@ -375,7 +390,8 @@ def medians(results, allocators, workloads):
                 med[(name, alloc)] = (statistics.median(r.wall for r in runs),
                                       statistics.median(r.maxrss_kib for r in runs),
                                       statistics.median(r.user + r.sys for r in runs),
-                                      statistics.median(r.minflt for r in runs))
+                                      statistics.median(r.minflt for r in runs),
+                                      statistics.median(r.sys for r in runs))
     return med
 
 
@@ -384,8 +400,10 @@ def geomean(xs):
     return math.exp(sum(math.log(x) for x in xs) / len(xs)) if xs else None
 
 
-def ratio_table(med, allocators, workloads, index, unit_fmt):
-    """Rows of strings: ours absolute, the others relative to ours; last row geometric means."""
+def ratio_table(med, allocators, workloads, index, unit_fmt, geomean_row=True):
+    """Rows of strings: ours absolute, the others relative to ours (absolute, in parentheses,
+    where ours is 0); last row geometric means (unless geomean_row is False: counts that are
+    often 0, whose ratios have no geometric mean)."""
     header = ["workload", "ours"] + [a for a in allocators if a != "ours"]
     rows = []
     ratios = {a: [] for a in allocators}
@@ -403,15 +421,21 @@ def ratio_table(med, allocators, workloads, index, unit_fmt):
             elif base is None:
                 row.append(unit_fmt(m[index]))
             elif base[index] <= 0:
-                row.append("-")
+                row.append("-" if m[index] <= 0 else "(%s)" % unit_fmt(m[index]))
             else:
                 x = m[index] / base[index]
                 ratios[a].append(x)
-                row.append("%.2f" % x)
+                row.append(format_ratio(x))
         rows.append(row)
     means = [geomean(ratios[a]) for a in allocators if a != "ours"]
-    rows.append(["geomean", "1.00"] + ["-" if g is None else "%.2f" % g for g in means])
+    if geomean_row:
+        rows.append(["geomean", "1.00"] + ["-" if g is None else format_ratio(g) for g in means])
     return header, rows, ratios
+
+
+def format_ratio(x):
+    """Two decimals; two significant digits below 0.1 (madvise calls of 5 against 1730)."""
+    return "%.2f" % x if x >= 0.095 or x == 0 else "%.2g" % x
 
 
 def format_text(header, rows):
@@ -553,12 +577,19 @@ def parse_strace_summary(path):
     """{syscall: calls} from the table `strace -c` writes (all threads with -f).
 
     A row is: % time, seconds, usecs/call, calls, [errors], syscall. The
-    'total' row is left out: the total is the sum of the rows."""
+    'total' row is left out: the total is the sum of the rows. Only the rows
+    under the last header count: with -C the calls come first (and strace may
+    print an empty table among them)."""
     counts = {}
+    in_table = False
     with open(path) as f:
         for line in f:
+            if line.startswith("% time"):
+                counts, in_table = {}, True
+                continue
             fields = line.split()
-            if len(fields) < 5 or not re.match(r"^\d+(\.\d+)?$", fields[0]) or fields[-1] == "total":
+            if not in_table or len(fields) < 5 or not re.match(r"^\d+(\.\d+)?$", fields[0]) \
+                    or fields[-1] == "total":
                 continue
             if not fields[3].isdigit():
                 continue
@@ -566,12 +597,106 @@ def parse_strace_summary(path):
     return counts
 
 
-def run_strace(cmd, preload, out_file, timeout):
-    """Run cmd under strace -f -c (preload set for the program, not for strace);
-    returns (status, stdout, stderr, {syscall: calls})."""
+# madvise advice that gives memory back (the next touch faults in a fresh page)
+GIVE_BACK = {"MADV_DONTNEED", "MADV_DONTNEED_LOCKED", "MADV_FREE", "MADV_REMOVE", "MADV_PAGEOUT"}
+TRACE_CALL = re.compile(r"^(\w+)\((.*)\)\s+=\s+(\S+)")
+
+
+def parse_madvise_trace(path):
+    """The madvise calls in a trace of madvise, mmap and munmap (strace -f -o PATH).
+
+    Returns {"calls", "bytes", "failed", "stack_calls", "stack_bytes",
+    "advice": {advice: [calls, bytes]}}: "bytes" are those of successful calls
+    with advice in GIVE_BACK. A call on a thread stack (a mapping made with
+    MAP_STACK: glibc madvises the unused part of a stack when its thread ends)
+    counts in stack_calls and stack_bytes only, not in calls, bytes and advice."""
+    stats = {"calls": 0, "bytes": 0, "failed": 0, "stack_calls": 0, "stack_bytes": 0, "advice": {}}
+    stacks = {}     # start -> end of the live MAP_STACK mappings
+    pending = {}    # pid -> the first part of an unfinished call
+
+    def drop_stacks(lo, hi):
+        for start in [a for a, b in stacks.items() if a < hi and lo < b]:
+            del stacks[start]
+
+    with open(path, errors="replace") as f:
+        for line in f:
+            pid, _, body = line.rstrip("\n").partition(" ")
+            if not pid.isdigit():
+                continue
+            body = body.strip()
+            if body.endswith("<unfinished ...>"):
+                pending[pid] = body[:-len("<unfinished ...>")].rstrip()
+                continue
+            if body.startswith("<..."):
+                head = pending.pop(pid, None)
+                if head is None:
+                    continue
+                body = head + body.split(" resumed>", 1)[-1]
+            m = TRACE_CALL.match(body)
+            if not m:
+                continue
+            name, argstr, ret = m.group(1), m.group(2), m.group(3)
+            args = [a.strip() for a in argstr.split(",")]
+            ok = ret != "-1" and ret != "?"
+            try:
+                if name == "mmap" and ok:
+                    start, length = int(ret, 16), int(args[1])
+                    drop_stacks(start, start + length)
+                    if "MAP_STACK" in argstr:
+                        stacks[start] = start + length
+                elif name == "munmap" and ok:
+                    start = int(args[0], 16)
+                    drop_stacks(start, start + int(args[1]))
+                elif name == "madvise":
+                    start, length, advice = int(args[0], 16), int(args[1]), args[2]
+                    gives_back = ok and advice in GIVE_BACK
+                    if any(a <= start < b for a, b in stacks.items()):
+                        stats["stack_calls"] += 1
+                        stats["stack_bytes"] += length if gives_back else 0
+                        continue
+                    stats["calls"] += 1
+                    stats["failed"] += 0 if ok else 1
+                    entry = stats["advice"].setdefault(advice, [0, 0])
+                    entry[0] += 1
+                    if gives_back:
+                        stats["bytes"] += length
+                        entry[1] += length
+            except (ValueError, IndexError):
+                continue
+    return stats
+
+
+SECCOMP = None   # whether strace has --seccomp-bpf, found out on first use
+
+
+def strace_has_seccomp():
+    """True if this strace can stop the program at the traced calls only (--seccomp-bpf)."""
+    global SECCOMP
+    if SECCOMP is None:
+        try:
+            SECCOMP = subprocess.call(["strace", "-f", "--seccomp-bpf", "-e", "trace=madvise", "-o", os.devnull,
+                                       "true"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL) == 0
+        except OSError:
+            SECCOMP = False
+    return SECCOMP
+
+
+def run_strace(cmd, preload, out_file, timeout, trace=None):
+    """Run cmd under strace -f (preload set for the program, not for strace);
+    returns (status, stdout, stderr, {syscall: calls}).
+
+    trace None: count every system call (strace -c, the summary into out_file).
+    trace a list of system calls: write those calls, then their summary (-C),
+    into out_file, stopping the program at those calls only (--seccomp-bpf,
+    where strace has it)."""
     if os.path.exists(out_file):
         os.remove(out_file)   # a summary of an earlier run must not count
-    trace = ["strace", "-f", "-c", "-o", out_file] + (["-E", "LD_PRELOAD=" + preload] if preload else [])
+    if trace is None:
+        mode = ["-c"]
+    else:
+        mode = ["-C", "-qq", "-e", "trace=" + ",".join(trace), "-e", "signal=none"] + \
+            (["--seccomp-bpf"] if strace_has_seccomp() else [])
+    trace = ["strace", "-f"] + mode + ["-o", out_file] + (["-E", "LD_PRELOAD=" + preload] if preload else [])
     with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
         proc = subprocess.Popen(trace + cmd, env=env_for(None), stdout=out, stderr=err,
                                 stdin=subprocess.DEVNULL, start_new_session=True)
@@ -639,6 +764,102 @@ def count_syscalls(build_dir, preload, args):
     return header, rows, failures
 
 
+def trace_madvise(cmd, preload, out_file, timeout):
+    """One untimed run under strace (madvise, mmap, munmap): (status, stdout, stderr,
+    {syscall: calls} of strace's summary, parse_madvise_trace's stats or None)."""
+    status, stdout, stderr, counts = run_strace(cmd, preload, out_file, timeout,
+                                                trace=["madvise", "mmap", "munmap"])
+    return status, stdout, stderr, counts, parse_madvise_trace(out_file) if os.path.exists(out_file) else None
+
+
+def count_madvise(build_dir, preload, args):
+    """Run every selected workload once under every allocator, untimed, under strace
+    (madvise, mmap, munmap); returns {(workload, allocator): (calls, bytes) or None}
+    and the failures, and writes madvise.csv. With --quick, NCPU runs at a time (the
+    counts are of one run anyway, and the timed rounds are over)."""
+    workloads = [w for w in WORKLOADS if w[0] in args.only]
+    trace_dir = os.path.join(args.out, "strace")
+    os.makedirs(trace_dir, exist_ok=True)
+    total = len(workloads) * len(args.allocators)
+    done = 0
+    madv, rows, failures = {}, [], []
+    jobs = []
+    with ThreadPoolExecutor(max_workers=NCPU if args.quick else 1) as pool:
+        for name, program, full, quick in workloads:
+            cmd = [binary(build_dir, program)] + (quick if args.quick else full)
+            for alloc in args.allocators:
+                out_file = os.path.join(trace_dir, "%s-%s.madvise.txt" % (name, alloc))
+                jobs.append((name, alloc, cmd, pool.submit(trace_madvise, cmd, preload[alloc], out_file,
+                                                           args.timeout)))
+        for name, alloc, cmd, future in jobs:
+            status, stdout, stderr, counts, st = future.result()
+            if status == "ok" and st is None:
+                status = "no strace output"
+            elif status == "ok" and abs(counts.get("madvise", 0) - st["calls"] - st["stack_calls"]) > \
+                    max(2, counts.get("madvise", 0) // 100):
+                # the trace has the calls the summary counts, and those cut short by the
+                # process's exit (`= ?`, a few at most): more is a trace we misread
+                status = "madvise calls: %d in strace's summary, %d read from the trace" % (
+                    counts.get("madvise", 0), st["calls"] + st["stack_calls"])
+            done += 1
+            log("[%3d/%d] madvise %-15s %-12s %7d calls %10.1f MiB given back  (thread stacks: %d calls)  %s" % (
+                done, total, name, alloc, st["calls"] if st else 0, (st["bytes"] if st else 0) / 1048576.0,
+                st["stack_calls"] if st else 0, "" if status == "ok" else status.upper()))
+            if status != "ok":
+                save_log(args, "%s-%s-madvise" % (name, alloc), stdout, stderr)
+                detail = ([l for l in stdout.splitlines() if l.strip()] or
+                          stderr.strip().splitlines() or [""])[-1]
+                failures.append("%s under %s (madvise pass, strace): %s: %s\n    reproduce: %s" % (
+                    name, alloc, status, detail, reproducer(cmd, preload[alloc])))
+                madv[(name, alloc)] = None
+            else:
+                madv[(name, alloc)] = (st["calls"], st["bytes"])
+            if st is not None:
+                for advice, (calls, nbytes) in sorted(st["advice"].items()):
+                    rows.append([name, alloc, status, "allocator", advice, calls, nbytes])
+                rows.append([name, alloc, status, "thread stacks", "all", st["stack_calls"], st["stack_bytes"]])
+    with open(os.path.join(args.out, "madvise.csv"), "w", newline="") as f:
+        w = csv.writer(f)
+        w.writerow(["workload", "allocator", "status", "of", "advice", "calls", "bytes"])
+        w.writerows(rows)
+    return madv, failures
+
+
+def with_ratio(value, base, fmt):
+    """fmt(value), followed by its ratio to base in parentheses when base is given and not 0."""
+    return fmt(value) if base is None or base <= 0 else "%s (%s)" % (fmt(value), format_ratio(value / base))
+
+
+def workload_tables(med, madv, allocators, workloads):
+    """Markdown: per workload, a table of every allocator's figures, ratios to ours in parentheses."""
+    cols = [("wall", WALL, lambda v: "%.3f s" % v), ("system", SYS, lambda v: "%.3f s" % v),
+            ("minor faults", FAULTS, lambda v: "%d" % v)]
+    mcols = [("madvise calls", 0, lambda v: "%d" % v), ("MiB given back", 1, lambda v: "%.1f" % (v / 1048576.0))]
+    out = []
+    for name in workloads:
+        header = ["allocator"] + [c[0] for c in cols] + ([c[0] for c in mcols] if madv else []) + ["peak RSS"]
+        rows = []
+        base, mbase = med.get((name, "ours")), madv.get((name, "ours")) if madv else None
+        for a in allocators:
+            m = med.get((name, a), "absent")
+            if m == "absent":
+                continue
+            b = base if a != "ours" else None      # ours: no ratio
+            mb = mbase if a != "ours" else None
+            row = [a]
+            row += ["FAIL"] * len(cols) if m is None else \
+                [with_ratio(m[i], b[i] if b else None, fmt) for _, i, fmt in cols]
+            if madv:
+                mm = madv.get((name, a))
+                row += ["FAIL"] * len(mcols) if mm is None else \
+                    [with_ratio(mm[i], mb[i] if mb else None, fmt) for _, i, fmt in mcols]
+            row.append("FAIL" if m is None else with_ratio(m[RSS], b[RSS] if b else None,
+                                                           lambda v: "%.1f MiB" % (v / 1024.0)))
+            rows.append(row)
+        out += ["### " + name, "", format_markdown(header, rows), ""]
+    return out
+
+
 # ---------------------------------------------------------------------------
 # Environment record and the main program
 # ---------------------------------------------------------------------------
@@ -695,6 +916,8 @@ def parse_args():
     p.add_argument("--no-instr", dest="instr", action="store_false", help="skip the instruction counts")
     p.add_argument("--instr-only", action="store_true", help="only the instruction counts")
     p.add_argument("--no-plots", dest="plots", action="store_false", help="skip the charts")
+    p.add_argument("--no-madvise", dest="madvise", action="store_false",
+                   help="skip the untimed pass under strace that counts madvise calls and bytes")
     p.add_argument("--syscalls", action="store_true",
                    help="instead of the timed rounds: run each workload once per allocator under "
                    "strace -f -c and count system calls (syscalls.md)")
@@ -704,8 +927,10 @@ def parse_args():
     if args.syscalls:
         # strace stops the program at every system call: allow for it
         args.timeout = args.timeout or (300 if args.quick else 600)
-        args.instr = args.plots = False
+        args.instr = args.plots = args.madvise = False
         args.instr_only = False
+    if args.instr_only:
+        args.madvise = False
     args.timeout = args.timeout or (60 if args.quick else 120)
     names = [a[0] for a in ALLOCATORS]
     args.allocators = args.allocators.split(",") if args.allocators else list(names)
@@ -783,30 +1008,58 @@ def main():
         write_csv(os.path.join(args.out, "results.csv"), results, preload)
         workloads = [w[0] for w in WORKLOADS if w[0] in args.only]
         med = medians(results, args.allocators, workloads)
+        madv = None
+        if args.madvise:
+            log("counting madvise calls: each workload once more per allocator, untimed, under strace")
+            madv, madv_failures = count_madvise(build_dir, preload, args)
+            failures += madv_failures
         fmt_s = lambda v: "%.3f s" % v
         fmt_mib = lambda v: "%.1f MiB" % (v / 1024.0)
-        th, tr, _ = ratio_table(med, args.allocators, workloads, 0, fmt_s)
-        rh, rr, _ = ratio_table(med, args.allocators, workloads, 1, fmt_mib)
-        ch, cr, _ = ratio_table(med, args.allocators, workloads, 2, fmt_s)
-        fh, fr, _ = ratio_table(med, args.allocators, workloads, 3, lambda v: "%d" % v)
-        log("\nTIME: median wall time; ours in seconds, the others relative to ours (lower is better)")
-        log(format_text(th, tr))
-        log("\nRSS: median peak resident set; ours in MiB, the others relative to ours (lower is better)")
-        log(format_text(rh, rr))
-        log("\nCPU: median user+system time; ours in seconds, the others relative to ours (less noisy "
-            "than wall time on a shared machine)")
-        log(format_text(ch, cr))
-        log("\nPAGE FAULTS: median minor page faults (ru_minflt); ours as a count, the others relative "
-            "to ours (lower is better)")
-        log(format_text(fh, fr))
-        summary += ["## Time (median wall time; ours in seconds, others relative to ours)", "",
-                    format_markdown(th, tr), "",
-                    "## Peak RSS (median; ours in MiB, others relative to ours)", "",
-                    format_markdown(rh, rr), "",
-                    "## CPU time (median user+system; ours in seconds, others relative to ours)", "",
-                    format_markdown(ch, cr), "",
-                    "## Minor page faults (median; ours as a count, others relative to ours)", "",
-                    format_markdown(fh, fr), ""]
+        # (console title, summary.md title, table): medians, ours absolute, others relative to ours
+        tables = [
+            ("TIME: median wall time; ours in seconds, the others relative to ours (lower is better)",
+             "Time (median wall time; ours in seconds, others relative to ours)",
+             ratio_table(med, args.allocators, workloads, WALL, fmt_s)),
+            ("SYSTEM TIME: median system time; ours in seconds, the others relative to ours (the "
+             "kernel's share: page faults, madvise, mmap, lock waits)",
+             "System time (median; ours in seconds, others relative to ours)",
+             ratio_table(med, args.allocators, workloads, SYS, fmt_s)),
+            ("RSS: median peak resident set; ours in MiB, the others relative to ours (lower is better)",
+             "Peak RSS (median; ours in MiB, others relative to ours)",
+             ratio_table(med, args.allocators, workloads, RSS, fmt_mib)),
+            ("CPU: median user+system time; ours in seconds, the others relative to ours (less noisy "
+             "than wall time on a shared machine)",
+             "CPU time (median user+system; ours in seconds, others relative to ours)",
+             ratio_table(med, args.allocators, workloads, CPU, fmt_s)),
+            ("PAGE FAULTS: median minor page faults (ru_minflt); ours as a count, the others relative "
+             "to ours (lower is better)",
+             "Minor page faults (median; ours as a count, others relative to ours)",
+             ratio_table(med, args.allocators, workloads, FAULTS, lambda v: "%d" % v)),
+        ]
+        if madv is not None:
+            absent = "; in parentheses: the count where ours is 0"
+            tables += [
+                ("MADVISE CALLS: one untimed run under strace, thread stacks left out; ours as a count, "
+                 "the others relative to ours" + absent + " (lower is better)",
+                 "madvise calls (one untimed run under strace, thread stacks left out; ours as a count, "
+                 "others relative to ours" + absent + ")",
+                 ratio_table(madv, args.allocators, workloads, 0, lambda v: "%d" % v, geomean_row=False)),
+                ("MADVISE BYTES: memory given back (MADV_DONTNEED, MADV_FREE, ...) in the same run; ours "
+                 "in MiB, the others relative to ours" + absent.replace("count", "MiB") + " (lower is not "
+                 "always better: memory given back lowers the resident set)",
+                 "Memory given back by madvise (MADV_DONTNEED, MADV_FREE, ... in the same run; ours in MiB, "
+                 "others relative to ours" + absent.replace("count", "MiB") + ")",
+                 ratio_table(madv, args.allocators, workloads, 1, lambda v: "%.1f MiB" % (v / 1048576.0),
+                             geomean_row=False)),
+            ]
+        for title, md_title, (header, rows, _) in tables:
+            log("\n" + title)
+            log(format_text(header, rows))
+            summary += ["## " + md_title, "", format_markdown(header, rows), ""]
+        summary += ["## Per workload", "",
+                    "Medians of the timed rounds (madvise: the untimed run under strace); in "
+                    "parentheses the ratio to ours.", ""]
+        summary += workload_tables(med, madv, args.allocators, workloads)
         # deterministic workloads must print the same check value under every allocator
         checks = {}
         for rnd, name, alloc, r, cmd in results:
