@@ -177,6 +177,7 @@ bool       _mi_segments_await_sweeps(void);            // a forced collect waits
 int64_t    _mi_segments_sweep_next(void);   // when the abandoned sweep is due (0: none pending)
 void       _mi_abandoned_reclaim_all(mi_heap_t* heap, mi_segments_tld_t* tld);
 void       _mi_segments_collect(bool force, mi_segments_tld_t* tld);
+size_t     _mi_segment_big_aligned_ofs(size_t align_offset);   // 0: no place for such a pointer
 mi_segment_t* _mi_segment_of_unit_aligned(const void* p);
 void       _mi_segment_huge_page_free(mi_segment_t* segment, mi_page_t* page, mi_block_t* block);
 void       _mi_segment_huge_page_purge(mi_segment_t* segment, mi_page_t* page, mi_block_t* block);
