@@ -30,10 +30,12 @@
 #define mi_unlikely(x)     __builtin_expect(!!(x), 0)
 #define mi_likely(x)       __builtin_expect(!!(x), 1)
 #define mi_decl_cold       __attribute__((cold))
+#define mi_attr_printf(fmt_index, args_index)  __attribute__((format(printf, fmt_index, args_index)))
 #else
 #define mi_unlikely(x)     (x)
 #define mi_likely(x)       (x)
 #define mi_decl_cold
+#define mi_attr_printf(fmt_index, args_index)
 #endif
 
 // options.c
@@ -73,6 +75,7 @@ void       _mi_stats_done(mi_stats_t* stats);
 void       _mi_stats_print_at_exit(void);
 void       _mi_stats_interval_tick(void);                   // JSON snapshot to stats_file when due
 void       _mi_stats_process_init(void);                    // start the snapshot writer thread if asked for
+size_t     _mi_stats_json_of(const mi_stats_snapshot_t* st, char* buf, size_t size);   // the JSON: its length (as snprintf)
 int64_t    _mi_clock_start(void);
 
 // prof.c

@@ -7,6 +7,9 @@
       mi_stats_get's; MIMALLOC_SHOW_STATS=json prints one such object at exit;
       MIMALLOC_STATS_FILE with MIMALLOC_STATS_INTERVAL appends one object per
       line while the program runs.
+  check_observe.py widest PROGRAM
+      the JSON of a snapshot with every figure at its widest
+      (observe-json-widest.c) parsed, and every figure read back exactly.
   check_observe.py prof PROGRAM WORKDIR [GO]
       the profile written by mi_prof_dump (and the one MIMALLOC_PROF_FILE
       writes at exit) decoded here (gzip, then protobuf by hand): the estimates
@@ -14,7 +17,8 @@
       allocates; then, with GO (the go command), the same from
       `go tool pprof -top`.
 
-PROGRAM is test/observe/observe-sites.c. Exit status 0 when every check holds.
+PROGRAM is test/observe/observe-sites.c (widest: observe-json-widest.c). Exit
+status 0 when every check holds.
 """
 import gzip
 import json
@@ -168,6 +172,40 @@ def check_lines(lines):
         times.append(obj["process"]["elapsed_ms"])
         pid = obj["process"]["pid"]
     return times
+
+
+def test_widest(program):
+    """Every figure of observe-json-widest.c's snapshot, read back exactly."""
+    proc = subprocess.Popen([program], stdout=subprocess.PIPE, stderr=subprocess.PIPE, universal_newlines=True)
+    out, err = proc.communicate(timeout=60)
+    check(proc.returncode == 0, "widest: exit code %d: %s" % (proc.returncode, err))
+    try:
+        obj = json.loads(out)
+    except ValueError as e:
+        check(False, "widest: not JSON: %s\n%s" % (e, out))
+        return
+    print("widest: %d bytes, longest line %d characters" % (len(out), max(len(line) for line in out.splitlines())))
+    lo, hi, top = -(1 << 63), (1 << 63) - 1, (1 << 64) - 1
+    amount = {"current": lo, "peak": hi, "allocated": lo + 1, "freed": hi - 1}
+    expected = {"version", "mimalloc_version", "per_allocation", "bins", "process", "prof"}
+    expected |= set(AMOUNT_ROWS) | set(EVENT_ROWS)
+    check(set(obj) == expected, "widest: fields %s, expected %s" % (sorted(obj), sorted(expected)))
+    check(obj.get("version") == 1 and obj.get("per_allocation") is True, "widest: version 1, per_allocation true")
+    for name, unit in AMOUNT_ROWS.items():
+        want = dict(amount, unit=unit)
+        check(obj.get(name) == want, "widest: %s is %s, expected %s" % (name, obj.get(name), want))
+    for name in EVENT_ROWS:
+        want = {"unit": "count", "total": lo, "count": hi}
+        check(obj.get(name) == want, "widest: %s is %s, expected %s" % (name, obj.get(name), want))
+    bins = obj.get("bins", [])
+    want = [dict(amount, bin=i, block_size=top, unit="count") for i in range(74)]
+    check(bins == want, "widest: the 74 size classes with their figures: %s" % bins[:2])
+    process = obj.get("process", {})
+    check(process.get("pid") == proc.pid, "widest: process.pid %s, expected %d" % (process.get("pid"), proc.pid))
+    want = {k: top for k in PROCESS_FIELDS if k != "pid"}
+    got = {k: v for k, v in process.items() if k != "pid"}
+    check(got == want, "widest: process figures %s, expected %s" % (got, want))
+    check(obj.get("prof") == {"sample_bytes": top, "live_samples": top}, "widest: prof %s" % obj.get("prof"))
 
 
 # ---------------------------------------------------------------------------
@@ -338,6 +376,8 @@ def main():
         workdir = sys.argv[3] if len(sys.argv) > 3 else "."
         os.makedirs(workdir, exist_ok=True)
         test_stats(sys.argv[2], workdir)
+    elif len(sys.argv) == 3 and sys.argv[1] == "widest":
+        test_widest(sys.argv[2])
     elif len(sys.argv) >= 4 and sys.argv[1] == "prof":
         os.makedirs(sys.argv[3], exist_ok=True)
         go = sys.argv[4] if len(sys.argv) > 4 and sys.argv[4] not in ("", "GO-NOTFOUND") else None
