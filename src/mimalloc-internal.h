@@ -50,7 +50,7 @@ void   _mi_misuse_message(int err, const char* fmt, ...);   // heap misuse: fata
 void   _mi_errors_print_at_exit(void);
 int64_t _mi_purge_delay(void);   // option reset_delay, capped (ms)
 const char* _mi_option_text(mi_option_text_t option);   // "" when not set
-bool   _mi_option_path(mi_option_text_t option, char* buf, size_t size);   // a file name option, %p expanded
+size_t _mi_option_path(mi_option_text_t option, char* buf, size_t size);   // a file name option, %p expanded: its length (as snprintf)
 mi_decl_cold void _mi_assert_fail(const char* assertion, const char* fname, unsigned int line, const char* func);
 
 // init.c

@@ -19,8 +19,8 @@
   stats_interval ms by a thread of its own); docs/observability.md documents
   every JSON field. The JSON has no line buffer: its text and numbers go
   straight to the sink, so no figure, however wide, cuts a line (a 256-byte
-  line buffer did, and the output was no longer JSON); the stats file's line
-  is measured first and gets exactly its room.
+  line buffer did, and the output was no longer JSON); the stats file's path
+  and line are measured first and get exactly their room.
 -----------------------------------------------------------------------------*/
 #include "mimalloc-internal.h"
 #include "prim/prim.h"
@@ -618,19 +618,21 @@ static void mi_stats_print_json(mi_output_fun* out, void* arg) {
 // whichever thread takes a fresh page after the interval writes it.
 static _Atomic(int64_t) mi_stats_next_write;   // when the next snapshot is due (ms)
 
-#define MI_STATS_PATH_MAX  1100
-
-// The line is measured first and goes into a block from the OS.
+// The path (with %p expanded) and the line go into one block from the OS,
+// each measured first: neither has a length limit (a fixed 1100-byte path
+// buffer made a long path with several %p write nothing, silently).
 static void mi_stats_write_file(void) {
-  char path[MI_STATS_PATH_MAX];
-  if (!_mi_option_path(mi_option_stats_file, path, sizeof(path))) return;
+  const size_t path_len = _mi_option_path(mi_option_stats_file, NULL, 0);
+  if (path_len == 0) return;
   mi_stats_snapshot_t st;
   mi_stats_snapshot(&st);
   const size_t json_len = _mi_stats_json_of(&st, NULL, 0);
-  const size_t size = json_len + 1;
-  char* buf = (char*)_mi_os_alloc(size);
-  if (buf == NULL) return;
-  _mi_stats_json_of(&st, buf, size);
+  const size_t size = (path_len + 1) + (json_len + 1);
+  char* path = (char*)_mi_os_alloc(size);
+  if (path == NULL) return;
+  char* buf = path + path_len + 1;
+  _mi_option_path(mi_option_stats_file, path, path_len + 1);
+  _mi_stats_json_of(&st, buf, json_len + 1);
   size_t n = 0;   // one line: drop the newlines
   for (size_t i = 0; i < json_len; i++) {
     if (buf[i] != '\n') buf[n++] = buf[i];
@@ -641,7 +643,7 @@ static void mi_stats_write_file(void) {
     _mi_warning_message("cannot append statistics to \"%s\" (error %d); no more snapshots are written\n", path, err);
     mi_atomic_store_relaxed(&mi_stats_next_write, INT64_MAX);
   }
-  _mi_os_free(buf, size);
+  _mi_os_free(path, size);
 }
 
 static bool mi_stats_file_wanted(void) {
