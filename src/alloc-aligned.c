@@ -9,15 +9,23 @@
   3. over-allocate `size + alignment - 1` and return an interior pointer;
      the page is marked `has_aligned` so free finds the block start;
   4. alignments above half a segment (> 2 MiB): a dedicated huge segment laid
-     out so that the returned pointer is the block start and lies in the
-     segment's first unit (or exactly at its end, see docs/design.md); with
-     an offset that is not a multiple of 16 the block keeps its 16-byte
-     alignment and the pointer lies up to 15 bytes into it (`has_aligned`).
+     out so that the returned pointer lies in the segment's first unit, past
+     the header, or exactly at its end (then it is the block start), where
+     free finds the segment (see docs/design.md); with an offset that is not
+     a multiple of 16 the block keeps its 16-byte alignment and the pointer
+     lies up to 15 bytes into it (`has_aligned`). The offset fixes where the
+     pointer lies in its 4 MiB unit: one that puts it 1 byte to a segment
+     header's size past a unit's start (e.g. alignment - 1, or SIZE_MAX) has
+     no such place and fails with EINVAL.
 -----------------------------------------------------------------------------*/
 #include "mimalloc-internal.h"
 
 // Big alignments: a dedicated segment.
 static mi_decl_noinline void* mi_heap_malloc_big_aligned(mi_heap_t* heap, size_t size, size_t alignment, size_t offset, bool zero) {
+  if (_mi_segment_big_aligned_ofs(offset) == 0) {
+    errno = EINVAL;   // the pointer would lie just past a unit's start: free could not find its segment
+    return NULL;
+  }
   if (!mi_heap_is_initialized(heap)) {
     mi_thread_init();
     heap = mi_get_default_heap();
@@ -26,16 +34,18 @@ static mi_decl_noinline void* mi_heap_malloc_big_aligned(mi_heap_t* heap, size_t
   // The block itself starts 16-aligned, as every block (its free-list link
   // and the debug padding are written there): an offset that is not a
   // multiple of 16 is taken up inside the block, which is then an aligned
-  // block like those of the over-allocating path below.
-  const size_t adjust = (MI_MAX_ALIGN_SIZE - (offset % MI_MAX_ALIGN_SIZE)) % MI_MAX_ALIGN_SIZE;
-  mi_page_t* page = _mi_huge_page_alloc(heap, size + adjust + MI_PADDING_SIZE, alignment, offset + adjust);
+  // block like those of the over-allocating path below. The segment places
+  // the pointer, not the block, where free finds it.
+  const size_t adjust = (size_t)(0 - offset) % MI_MAX_ALIGN_SIZE;   // p - block
+  mi_page_t* page = _mi_huge_page_alloc(heap, size + adjust + MI_PADDING_SIZE, alignment, offset);
   if (page == NULL) {
     _mi_error_message(ENOMEM, "unable to allocate aligned memory (%zu bytes, alignment %zu)\n", size, alignment);
     errno = ENOMEM;
     return NULL;
   }
   uint8_t* block = (uint8_t*)_mi_page_malloc(heap, page, size + adjust + MI_PADDING_SIZE);
-  mi_assert_internal(((uintptr_t)block + offset + adjust) % alignment == 0);
+  mi_assert_internal(((uintptr_t)block + adjust + offset) % alignment == 0);
+  mi_assert_internal(_mi_ptr_page_of(block + adjust) == page);
   if (zero) _mi_block_zero_init(page, block, size + adjust);
   if (adjust != 0) mi_page_set_has_aligned(page, true);
   return block + adjust;

@@ -30,10 +30,12 @@
 #define mi_unlikely(x)     __builtin_expect(!!(x), 0)
 #define mi_likely(x)       __builtin_expect(!!(x), 1)
 #define mi_decl_cold       __attribute__((cold))
+#define mi_attr_printf(fmt_index, args_index)  __attribute__((format(printf, fmt_index, args_index)))
 #else
 #define mi_unlikely(x)     (x)
 #define mi_likely(x)       (x)
 #define mi_decl_cold
+#define mi_attr_printf(fmt_index, args_index)
 #endif
 
 // options.c
@@ -48,7 +50,7 @@ void   _mi_misuse_message(int err, const char* fmt, ...);   // heap misuse: fata
 void   _mi_errors_print_at_exit(void);
 int64_t _mi_purge_delay(void);   // option reset_delay, capped (ms)
 const char* _mi_option_text(mi_option_text_t option);   // "" when not set
-bool   _mi_option_path(mi_option_text_t option, char* buf, size_t size);   // a file name option, %p expanded
+size_t _mi_option_path(mi_option_text_t option, char* buf, size_t size);   // a file name option, %p expanded: its length (as snprintf)
 mi_decl_cold void _mi_assert_fail(const char* assertion, const char* fname, unsigned int line, const char* func);
 
 // init.c
@@ -76,6 +78,7 @@ void       _mi_stats_done(mi_stats_t* stats);
 void       _mi_stats_print_at_exit(void);
 void       _mi_stats_interval_tick(void);                   // JSON snapshot to stats_file when due
 void       _mi_stats_process_init(void);                    // start the snapshot writer thread if asked for
+size_t     _mi_stats_json_of(const mi_stats_snapshot_t* st, char* buf, size_t size);   // the JSON: its length (as snprintf)
 int64_t    _mi_clock_start(void);
 
 // prof.c
@@ -179,6 +182,7 @@ void       _mi_segments_try_sweep_abandoned(void);
 int64_t    _mi_segments_sweep_next(void);   // when the abandoned sweep is due (0: none pending)
 void       _mi_abandoned_reclaim_all(mi_heap_t* heap, mi_segments_tld_t* tld);
 void       _mi_segments_collect(bool force, mi_segments_tld_t* tld);
+size_t     _mi_segment_big_aligned_ofs(size_t align_offset);   // 0: no place for such a pointer
 mi_segment_t* _mi_segment_of_unit_aligned(const void* p);
 void       _mi_segment_huge_page_free(mi_segment_t* segment, mi_page_t* page, mi_block_t* block);
 void       _mi_segment_huge_page_purge(mi_segment_t* segment, mi_page_t* page, mi_block_t* block);

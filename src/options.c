@@ -176,26 +176,28 @@ const char* _mi_option_text(mi_option_text_t option) {
 }
 
 // A text option that names a file, with "%p" replaced by the process id (a
-// program and the programs it starts then write one file each); false if
-// the option is not set or the result does not fit.
-bool _mi_option_path(mi_option_text_t option, char* buf, size_t size) {
+// program and the programs it starts then write one file each), into `buf`:
+// as much as fits in `size` bytes with a terminating zero. Returns the whole
+// length (0: the option is not set), as snprintf: a caller measures with
+// `size` 0 and then provides the room, so a path has no length limit here
+// (the OS has one, and says so when the file is opened).
+size_t _mi_option_path(mi_option_text_t option, char* buf, size_t size) {
   const char* text = _mi_option_text(option);
+  char pid[24];   // any long
+  const int pid_chars = snprintf(pid, sizeof(pid), "%ld", _mi_prim_process_id());
+  const size_t pid_len = (pid_chars > 0 ? (size_t)pid_chars : 0);
   size_t n = 0;
   for (const char* s = text; *s != 0; s++) {
-    if (s[0] == '%' && s[1] == 'p') {
-      const int k = snprintf(buf + n, size - n, "%ld", _mi_prim_process_id());
-      if (k < 0 || (size_t)k >= size - n) return false;
-      n += (size_t)k;
-      s++;
+    const bool is_pid = (s[0] == '%' && s[1] == 'p');
+    const char* piece = (is_pid ? pid : s);
+    const size_t len = (is_pid ? pid_len : 1);
+    for (size_t i = 0; i < len; i++, n++) {
+      if (n + 1 < size) buf[n] = piece[i];
     }
-    else {
-      if (n + 1 >= size) return false;
-      buf[n++] = *s;
-    }
+    if (is_pid) s++;
   }
-  if (n == 0) return false;
-  buf[n] = 0;
-  return true;
+  if (size > 0) buf[n < size ? n : size - 1] = 0;
+  return n;
 }
 
 bool mi_option_is_enabled(mi_option_t option) {

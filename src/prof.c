@@ -783,8 +783,14 @@ int mi_prof_dump(const char* path) mi_attr_noexcept {
   return err;
 }
 
-// MIMALLOC_PROF_FILE ("%p" in it stands for the process id).
+// MIMALLOC_PROF_FILE ("%p" in it stands for the process id; the path is
+// measured first and has no length limit of ours).
 void _mi_prof_dump_at_exit(void) {
-  char path[1100];
-  if (_mi_option_path(mi_option_prof_file, path, sizeof(path))) (void)mi_prof_dump(path);
+  const size_t len = _mi_option_path(mi_option_prof_file, NULL, 0);
+  if (len == 0) return;
+  char* path = (char*)_mi_os_alloc(len + 1);
+  if (path == NULL) return;
+  _mi_option_path(mi_option_prof_file, path, len + 1);
+  (void)mi_prof_dump(path);
+  _mi_os_free(path, len + 1);
 }

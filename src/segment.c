@@ -29,8 +29,9 @@
   docs/design.md, "Threads"), except for segments outside the regions, which
   nothing else can find.
 
-  Big alignments (> 2 MiB): a huge segment whose block starts exactly one
-  segment unit after the segment start; see docs/design.md.
+  Big alignments (> 2 MiB): a huge segment whose block holds the pointer
+  handed out in its first unit, past the header, or exactly one unit after
+  the segment start (_mi_segment_big_aligned_ofs); see docs/design.md.
 -----------------------------------------------------------------------------*/
 #include "mimalloc-internal.h"
 #include "prim/prim.h"
@@ -617,19 +618,18 @@ static mi_segment_t* mi_segment_alloc(size_t required, mi_page_kind_t page_kind,
   }
   size_t info_size;
   size_t segment_size = mi_segment_size(capacity, required, &info_size);
-  // big alignment: the block (the user pointer) starts at `block_ofs` such that
-  // (segment + block_ofs + align_offset) % page_alignment == 0, inside the
-  // first segment unit or exactly at its end (then free recognises it by
-  // its unit-aligned address)
+  // big alignment: the pointer handed out lies `ptr_ofs` into the segment,
+  // (segment + ptr_ofs + align_offset) % page_alignment == 0, and the block
+  // starts at it rounded down to 16 bytes (see _mi_segment_big_aligned_ofs)
   const bool big_aligned = (page_alignment > MI_ALIGNMENT_MAX_IN_SEGMENT);
   size_t block_ofs = 0;
+  size_t ptr_ofs = 0;
   if (big_aligned) {
-    block_ofs = (size_t)(0 - align_offset) & MI_SEGMENT_MASK;
-    if (block_ofs == 0) block_ofs = MI_SEGMENT_SIZE;
-    if (block_ofs < info_size) {
-      _mi_error_message(EINVAL, "unsupported alignment offset %zu for alignment %zu\n", align_offset, page_alignment);
-      return NULL;
-    }
+    ptr_ofs = _mi_segment_big_aligned_ofs(align_offset);
+    mi_assert_internal(ptr_ofs != 0);   // (alloc-aligned.c refuses those offsets first)
+    if (ptr_ofs == 0) return NULL;
+    block_ofs = _mi_align_down(ptr_ofs, MI_MAX_ALIGN_SIZE);
+    mi_assert_internal(block_ofs >= info_size);
     const size_t guard = mi_segment_guard_size();   // secure builds: the end guard right after the block
     segment_size = (guard > 0 ? _mi_align_up(block_ofs + required + guard, guard) : _mi_align_up(block_ofs + required, MI_HUGE_SEGMENT_ROUND));
   }
@@ -658,7 +658,7 @@ static mi_segment_t* mi_segment_alloc(size_t required, mi_page_kind_t page_kind,
   }
   else if (big_aligned) {
     mem_size = segment_size;
-    const size_t os_offset = (block_ofs + align_offset) % page_alignment;   // a multiple of the segment size
+    const size_t os_offset = (ptr_ofs + align_offset) % page_alignment;   // a multiple of the segment size (modulo 2^64: any offset)
     segment = (mi_segment_t*)_mi_os_alloc_aligned_at(mem_size, page_alignment, os_offset, true, false, &is_large, &is_zero);
     is_committed = true;
   }
@@ -1322,6 +1322,29 @@ void _mi_segments_collect(bool force, mi_segments_tld_t* tld) {
   mi_segments_purge_due(tld, force);
   _mi_segments_try_sweep_abandoned();
   if (force) mi_segment_cache_flush(tld);
+}
+
+// Big alignments (> MI_ALIGNMENT_MAX_IN_SEGMENT, a multiple of the segment
+// size): where in its segment the pointer handed out lies, for the offset
+// asked for ((p + align_offset) % alignment == 0 fixes p's place in its 4 MiB
+// unit, whatever the segment's address). free masks the pointer to find the
+// segment header, so the pointer must lie in the segment's first unit past
+// the header, with its block (p rounded down to 16 bytes, as every block)
+// after the header too; or exactly at the unit's end, where free's
+// `segment == p` test sends it to _mi_segment_of_unit_aligned (then p is the
+// block start). A pointer 1 byte to a header's size into a unit has no place:
+// the header free would read sits where the block is. 0 then; the aligned
+// allocation refuses such an offset with EINVAL. (Until this version the
+// block, not the pointer, was placed by these rules: with an offset that is
+// not a multiple of 16 the pointer could lie 1 to 15 bytes past the unit's
+// end, where free read the block as a header.)
+size_t _mi_segment_big_aligned_ofs(size_t align_offset) {
+  size_t info_size;
+  mi_segment_size(1, 0, &info_size);
+  const size_t ptr_ofs = (size_t)(0 - align_offset) & MI_SEGMENT_MASK;
+  if (ptr_ofs == 0) return MI_SEGMENT_SIZE;
+  if (_mi_align_down(ptr_ofs, MI_MAX_ALIGN_SIZE) < info_size) return 0;
+  return ptr_ofs;
 }
 
 // The segment of a block whose address is exactly segment-unit aligned: only

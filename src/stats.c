@@ -11,12 +11,16 @@
   are merged into the process block at thread exit and before printing.
   See docs/design.md ("Statistics").
 
-  Printing formats into a stack buffer and delivers one line per call to the
-  output function; it never allocates. One table of rows (name, label, kind,
-  place in mi_stats_t and in the public mi_stats_snapshot_t) drives the text
-  table, mi_stats_get and the JSON (mi_stats_get_json, show_stats=json, and
-  the snapshots appended to stats_file every stats_interval ms by a thread
-  of its own); docs/observability.md documents every JSON field.
+  Printing the table formats into a stack buffer and delivers one line per
+  call to the output function; it never allocates. One table of rows (name,
+  label, kind, place in mi_stats_t and in the public mi_stats_snapshot_t)
+  drives the text table, mi_stats_get and the JSON (mi_stats_get_json,
+  show_stats=json, and the snapshots appended to stats_file every
+  stats_interval ms by a thread of its own); docs/observability.md documents
+  every JSON field. The JSON has no line buffer: its text and numbers go
+  straight to the sink, so no figure, however wide, cuts a line (a 256-byte
+  line buffer did, and the output was no longer JSON); the stats file's path
+  and line are measured first and get exactly their room.
 -----------------------------------------------------------------------------*/
 #include "mimalloc-internal.h"
 #include "prim/prim.h"
@@ -405,7 +409,8 @@ void mi_thread_stats_print_out(mi_output_fun* out, void* arg) mi_attr_noexcept {
 // ---------------------------------------------------------------------------
 // Statistics as data: mi_stats_get fills a snapshot from the rows; the JSON
 // is written from a snapshot, through a sink (a buffer, the output channel,
-// or a file), a chunk at a time, without allocating from the heap.
+// or a file), a piece at a time with no length limit, without allocating
+// from the heap (mi_stats_get_json with no buffer: the string it returns).
 // ---------------------------------------------------------------------------
 
 static void mi_amount_of(mi_stat_amount_t* to, const mi_stat_count_t* from) {
@@ -489,13 +494,41 @@ static void mi_json_put_out(mi_json_t* j, const char* s, size_t n) {
   j->len += n;
 }
 
+// Formatted output straight into the sink, with no line buffer: literal text
+// and %s go through as they are, and each number is converted on its own into
+// a buffer that holds any of them (a 64-bit value is at most 20 characters).
+// Only the conversions below; they mean what they mean for printf, and the
+// compiler checks them against the arguments. (The lines were formatted into
+// a 256-byte buffer and cut: the "process" line, 193 characters besides its
+// ten numbers, lost its closing `},` in a process with GiBs resident and a
+// large commit, and the document was no longer JSON.)
+static void mi_json_printf(mi_json_t* j, const char* fmt, ...) mi_attr_printf(2, 3);
 static void mi_json_printf(mi_json_t* j, const char* fmt, ...) {
-  char buf[256];
   va_list args;
   va_start(args, fmt);
-  const int n = vsnprintf(buf, sizeof(buf), fmt, args);
+  const char* text = fmt;   // literal text not yet written
+  const char* s = fmt;
+  while (*s != 0) {
+    if (*s != '%') { s++; continue; }
+    j->put(j, text, (size_t)(s - text));
+    s++;
+    char num[24];
+    int n = 0;
+    if (s[0] == 's') {
+      const char* str = va_arg(args, const char*);
+      j->put(j, str, strlen(str));
+      s += 1;
+    }
+    else if (s[0] == 'd') { n = snprintf(num, sizeof(num), "%d", va_arg(args, int)); s += 1; }
+    else if (s[0] == 'l' && s[1] == 'd') { n = snprintf(num, sizeof(num), "%ld", va_arg(args, long)); s += 2; }
+    else if (s[0] == 'l' && s[1] == 'l' && s[2] == 'd') { n = snprintf(num, sizeof(num), "%lld", va_arg(args, long long)); s += 3; }
+    else if (s[0] == 'z' && s[1] == 'u') { n = snprintf(num, sizeof(num), "%zu", va_arg(args, size_t)); s += 2; }
+    else { mi_assert_internal(false); break; }   // a conversion this writer does not know
+    if (n > 0) j->put(j, num, (size_t)n);
+    text = s;
+  }
+  j->put(j, text, strlen(text));
   va_end(args);
-  if (n > 0) j->put(j, buf, ((size_t)n < sizeof(buf) ? (size_t)n : sizeof(buf) - 1));
 }
 
 static void mi_json_amount(mi_json_t* j, const char* name, const char* unit, const mi_stat_amount_t* a, bool last) {
@@ -534,32 +567,35 @@ static void mi_json_write(mi_json_t* j, const mi_stats_snapshot_t* st) {
   mi_json_printf(j, "  \"prof\": {\"sample_bytes\": %zu, \"live_samples\": %zu}\n}\n", st->prof_sample, st->prof_live_samples);
 }
 
-char* mi_stats_get_json(size_t buf_size, char* buf) mi_attr_noexcept {
-  mi_stats_snapshot_t st;
-  mi_stats_snapshot(&st);
+// The JSON of a snapshot into `buf`, as much of it as fits in `size` bytes
+// with a terminating zero; returns its whole length (as snprintf; `buf` may
+// be NULL with `size` 0 to measure).
+size_t _mi_stats_json_of(const mi_stats_snapshot_t* st, char* buf, size_t size) {
   mi_json_t j;
   memset(&j, 0, sizeof(j));
   j.put = &mi_json_put_buffer;
+  j.buf = buf;
+  j.size = (size > 0 ? size - 1 : 0);
+  mi_json_write(&j, st);
+  if (size > 0) buf[j.len < size ? j.len : size - 1] = 0;
+  return j.len;
+}
+
+char* mi_stats_get_json(size_t buf_size, char* buf) mi_attr_noexcept {
+  mi_stats_snapshot_t st;
+  mi_stats_snapshot(&st);
+  const size_t len = _mi_stats_json_of(&st, NULL, 0);
   if (buf == NULL) {
-    mi_json_write(&j, &st);   // measure, then write into a new block
-    buf_size = j.len + 1;
+    buf_size = len + 1;   // a new block of the right size
     buf = (char*)mi_malloc(buf_size);
     if (buf == NULL) return NULL;
-    j.len = 0;
   }
-  else if (buf_size == 0) {
+  else if (buf_size <= len) {
+    if (buf_size > 0) buf[0] = 0;
     errno = ERANGE;
     return NULL;
   }
-  j.buf = buf;
-  j.size = buf_size - 1;
-  mi_json_write(&j, &st);
-  if (j.len >= buf_size) {
-    buf[0] = 0;
-    errno = ERANGE;
-    return NULL;
-  }
-  buf[j.len] = 0;
+  _mi_stats_json_of(&st, buf, buf_size);
   return buf;
 }
 
@@ -581,35 +617,33 @@ static void mi_stats_print_json(mi_output_fun* out, void* arg) {
 // (it could not be started, or in a forked child, which has no copy of it),
 // whichever thread takes a fresh page after the interval writes it.
 static _Atomic(int64_t) mi_stats_next_write;   // when the next snapshot is due (ms)
-#define MI_STATS_PATH_MAX  1100
 
+// The path (with %p expanded) and the line go into one block from the OS,
+// each measured first: neither has a length limit (a fixed 1100-byte path
+// buffer made a long path with several %p write nothing, silently).
 static void mi_stats_write_file(void) {
-  char path[MI_STATS_PATH_MAX];
-  if (!_mi_option_path(mi_option_stats_file, path, sizeof(path))) return;
+  const size_t path_len = _mi_option_path(mi_option_stats_file, NULL, 0);
+  if (path_len == 0) return;
   mi_stats_snapshot_t st;
   mi_stats_snapshot(&st);
-  mi_json_t j;
-  memset(&j, 0, sizeof(j));
-  j.put = &mi_json_put_buffer;
-  mi_json_write(&j, &st);   // measure
-  const size_t size = j.len + 1;
-  char* buf = (char*)_mi_os_alloc(size);
-  if (buf == NULL) return;
-  j.buf = buf;
-  j.size = size;
-  j.len = 0;
-  mi_json_write(&j, &st);
+  const size_t json_len = _mi_stats_json_of(&st, NULL, 0);
+  const size_t size = (path_len + 1) + (json_len + 1);
+  char* path = (char*)_mi_os_alloc(size);
+  if (path == NULL) return;
+  char* buf = path + path_len + 1;
+  _mi_option_path(mi_option_stats_file, path, path_len + 1);
+  _mi_stats_json_of(&st, buf, json_len + 1);
   size_t n = 0;   // one line: drop the newlines
-  for (size_t i = 0; i < j.len; i++) {
+  for (size_t i = 0; i < json_len; i++) {
     if (buf[i] != '\n') buf[n++] = buf[i];
   }
   buf[n++] = '\n';
   const int err = _mi_prim_file_write(path, buf, n, true);
-  _mi_os_free(buf, size);
   if (err != 0) {
     _mi_warning_message("cannot append statistics to \"%s\" (error %d); no more snapshots are written\n", path, err);
     mi_atomic_store_relaxed(&mi_stats_next_write, INT64_MAX);
   }
+  _mi_os_free(path, size);
 }
 
 static bool mi_stats_file_wanted(void) {

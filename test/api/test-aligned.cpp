@@ -6,12 +6,18 @@
   versions): the pointer (plus offset) is aligned, the usable size covers the
   request and is sane, the whole usable area is writable, and the block can be
   freed. 1.6.7 broke for alignments >= 4 MiB (wrong segment lookup on free);
-  we promise they work. Invalid alignments fail with EINVAL.
+  we promise they work. Invalid alignments fail with EINVAL. A grid of every
+  alignment from 16 bytes to 64 MiB, offsets at the edges (1, 15, alignment
+  - 1, alignment + 5, SIZE_MAX, ...) and sizes up to a huge block goes through
+  every aligned entry point: each pointer returned is freeable, has its usable
+  size, and the freed memory is no longer committed; the only failures allowed
+  are the offsets no segment can serve (EINVAL).
 -----------------------------------------------------------------------------*/
 #include <gtest/gtest.h>
 #include <mimalloc.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <string>
 #include <thread>
 #include <utility>
@@ -143,6 +149,197 @@ TEST(Aligned, BigAlignmentAtAnOddOffset) {
       }
     }
   }
+}
+
+// ------------------------------------------------------
+// Every alignment at every kind of offset, through every entry point
+// ------------------------------------------------------
+
+// Alignments above half a segment get a segment of their own, and free finds
+// a segment by masking the pointer to its 4 MiB unit (or, for a pointer at a
+// unit's start, one unit below): a pointer cannot lie just past a unit's start,
+// where that segment's header would have to be. With such an alignment, an
+// offset that puts the pointer 1 byte to a header's size (less than 64 KiB,
+// guard page included) past a unit's start can be refused, with EINVAL; every
+// other request must succeed.
+namespace {
+
+constexpr size_t kUnit = 4 * MiB;                 // a segment unit
+constexpr size_t kHeaderBound = 64 * KiB;         // more than any segment header
+
+bool may_refuse(size_t alignment, size_t offset) {
+  if (alignment <= kUnit / 2) return false;
+  const size_t in_unit = (0 - offset) & (kUnit - 1);   // where the pointer lies in its unit
+  return in_unit != 0 && in_unit < kHeaderBound;
+}
+
+size_t committed_now() {
+  size_t commit = 0;
+  mi_process_info(nullptr, nullptr, nullptr, nullptr, nullptr, &commit, nullptr, nullptr);
+  return commit;
+}
+
+std::vector<size_t> grid_offsets(size_t a) {
+  return {0, 1, 15, 16, a - 1, a - 5, a + 5, SIZE_MAX, SIZE_MAX - 4, SIZE_MAX - a + 1};
+}
+
+constexpr unsigned kSeed = 21;
+constexpr size_t kOldSize = 24;              // the block an aligned realloc starts from
+constexpr size_t kInherit = SIZE_MAX - 42;   // the offset of the non-_at reallocs: the old block's p % alignment
+
+struct GridCount {
+  size_t blocks = 0;
+  size_t refused = 0;
+};
+
+// One result: NULL only where allowed (EINVAL), else aligned, ours (`heap`'s
+// when it is word-aligned), at least `size` usable bytes, zeroed if asked,
+// writable; then freed.
+void check_grid_block(void* p, int err, mi_heap_t* heap, size_t size, size_t alignment, size_t offset, bool zeroed,
+                      const std::string& ctx, GridCount& count) {
+  if (p == nullptr) {
+    EXPECT_TRUE(may_refuse(alignment, offset)) << ctx << ": failed with errno " << err;
+    EXPECT_EQ(err, EINVAL) << ctx;
+    count.refused++;
+    return;
+  }
+  count.blocks++;
+  uint8_t* b = opaque((uint8_t*)p);
+  const size_t usable = mi_usable_size(b);   // (before the block is written)
+  EXPECT_EQ(((uintptr_t)b + offset) % alignment, 0u) << ctx;
+  EXPECT_GE(usable, size) << ctx << " at " << p;
+  EXPECT_TRUE(mi_is_in_heap_region(b)) << ctx << " at " << p;
+  if ((uintptr_t)b % sizeof(void*) == 0) {
+    EXPECT_TRUE(mi_heap_check_owned(heap, b)) << ctx << " at " << p;
+  }
+  if (usable >= size && size > 0) {
+    const size_t head = std::min<size_t>(size, 4096);
+    if (zeroed) {
+      EXPECT_TRUE(is_zero(b, head) && is_zero(b + size - head, head)) << ctx << ": not zeroed";
+    }
+    fill_pattern(b, head, kSeed);
+    b[size - 1] = 0x5A;
+    EXPECT_TRUE(has_pattern(b, std::min(head, size - 1), kSeed)) << ctx;
+  }
+  mi_free(b);
+}
+
+// An aligned realloc of a small block: its contents move, or it stays intact
+// when the request is refused.
+template <typename F>
+void check_grid_realloc(F realloc_fn, mi_heap_t* heap, size_t size, size_t alignment, size_t offset, bool zeroed,
+                        const std::string& ctx, GridCount& count) {
+  void* old = (heap == nullptr ? mi_malloc(kOldSize) : mi_heap_malloc(heap, kOldSize));
+  ASSERT_NE(old, nullptr);
+  fill_pattern(old, kOldSize, kSeed + 1);
+  const size_t old_usable = mi_usable_size(old);
+  const size_t off = (offset == kInherit ? (uintptr_t)old % alignment : offset);
+  errno = 0;
+  void* p = realloc_fn(old, off);
+  const int err = errno;
+  if (p == nullptr) {
+    EXPECT_TRUE(has_pattern(old, kOldSize, kSeed + 1)) << ctx << ": a refused realloc changed the block";
+    mi_free(old);
+    check_grid_block(p, err, heap, size, alignment, off, false, ctx, count);
+    return;
+  }
+  const size_t kept = std::min(size, kOldSize);
+  EXPECT_TRUE(has_pattern(p, kept, kSeed + 1)) << ctx << ": contents not kept";
+  if (zeroed && size > old_usable) {
+    EXPECT_TRUE(is_zero((uint8_t*)p + old_usable, std::min<size_t>(size - old_usable, 4096))) << ctx << ": grown part not zeroed";
+  }
+  check_grid_block(p, err, (heap == nullptr ? mi_heap_get_default() : heap), size, alignment, off, false, ctx, count);
+}
+
+}  // namespace
+
+TEST(Aligned, EveryAlignmentOffsetAndSizeIsFreeable) {
+  mi_heap_t* h = mi_heap_new();
+  ASSERT_NE(h, nullptr);
+  mi_heap_t* const d = mi_heap_get_default();
+  GridCount count;
+  mi_collect(true);
+  const size_t commit_before = committed_now();
+  const size_t sizes[] = {0, 1, 100, 5000, kHugeThreshold + 16};
+  const size_t nsizes = sizeof(sizes) / sizeof(sizes[0]);
+  for (size_t a = 16; a <= 64 * MiB; a *= 2) {
+    const size_t al = dyn(a);
+    const std::vector<size_t> offsets = grid_offsets(a);
+    for (size_t si = 0; si < nsizes; si++) {
+      const size_t size = sizes[si];
+      const size_t sz = dyn(size);
+      for (size_t oi = 0; oi < offsets.size(); oi++) {
+        const size_t offset = offsets[oi];
+        const size_t off = dyn(offset);
+        auto ctx = [&](const char* fn) { return where(fn, size, a, offset); };
+#define MI_GRID(call, heap, off_, zeroed, fn)                                          \
+  do {                                                                                 \
+    errno = 0;                                                                         \
+    void* p_ = (call);                                                                 \
+    check_grid_block(p_, errno, heap, size, a, off_, zeroed, ctx(fn), count);          \
+  } while (0)
+        // mi_malloc_aligned_at, where the other forms end up, sees the whole
+        // grid; each other form every alignment and offset, with the sizes in
+        // turn over the offsets (so it sees each size too): the debug builds
+        // check the whole fill of every over-allocated block on free, which
+        // made the whole grid of every form take a minute under TSan
+        MI_GRID(mi_malloc_aligned_at(sz, al, off), d, offset, false, "mi_malloc_aligned_at");
+        if ((oi + si) % nsizes != 0) continue;
+        MI_GRID(mi_zalloc_aligned_at(sz, al, off), d, offset, true, "mi_zalloc_aligned_at");
+        MI_GRID(mi_calloc_aligned_at(1, sz, al, off), d, offset, true, "mi_calloc_aligned_at");
+        MI_GRID(mi_heap_malloc_aligned_at(h, sz, al, off), h, offset, false, "mi_heap_malloc_aligned_at");
+        MI_GRID(mi_heap_zalloc_aligned_at(h, sz, al, off), h, offset, true, "mi_heap_zalloc_aligned_at");
+        MI_GRID(mi_heap_calloc_aligned_at(h, 1, sz, al, off), h, offset, true, "mi_heap_calloc_aligned_at");
+        MI_GRID(mi_realloc_aligned_at(nullptr, sz, al, off), d, offset, false, "mi_realloc_aligned_at(NULL)");
+        check_grid_realloc([&](void* p, size_t o) { return mi_realloc_aligned_at(p, sz, al, o); }, nullptr, size, a, offset, false,
+                           ctx("mi_realloc_aligned_at"), count);
+        check_grid_realloc([&](void* p, size_t o) { return mi_rezalloc_aligned_at(p, sz, al, o); }, nullptr, size, a, offset, true,
+                           ctx("mi_rezalloc_aligned_at"), count);
+        check_grid_realloc([&](void* p, size_t o) { return mi_recalloc_aligned_at(p, 1, sz, al, o); }, nullptr, size, a, offset, true,
+                           ctx("mi_recalloc_aligned_at"), count);
+        check_grid_realloc([&](void* p, size_t o) { return mi_aligned_offset_recalloc(p, 1, sz, al, o); }, nullptr, size, a, offset, true,
+                           ctx("mi_aligned_offset_recalloc"), count);
+        check_grid_realloc([&](void* p, size_t o) { return mi_heap_realloc_aligned_at(h, p, sz, al, o); }, h, size, a, offset, false,
+                           ctx("mi_heap_realloc_aligned_at"), count);
+        check_grid_realloc([&](void* p, size_t o) { return mi_heap_rezalloc_aligned_at(h, p, sz, al, o); }, h, size, a, offset, true,
+                           ctx("mi_heap_rezalloc_aligned_at"), count);
+        check_grid_realloc([&](void* p, size_t o) { return mi_heap_recalloc_aligned_at(h, p, 1, sz, al, o); }, h, size, a, offset, true,
+                           ctx("mi_heap_recalloc_aligned_at"), count);
+      }
+      // the forms without an offset (0; the reallocs keep the old block's p % alignment)
+      auto ctx = [&](const char* fn) { return where(fn, size, a, 0); };
+      MI_GRID(mi_malloc_aligned(sz, al), d, 0, false, "mi_malloc_aligned");
+      MI_GRID(mi_zalloc_aligned(sz, al), d, 0, true, "mi_zalloc_aligned");
+      MI_GRID(mi_calloc_aligned(1, sz, al), d, 0, true, "mi_calloc_aligned");
+      MI_GRID(mi_heap_malloc_aligned(h, sz, al), h, 0, false, "mi_heap_malloc_aligned");
+      MI_GRID(mi_heap_zalloc_aligned(h, sz, al), h, 0, true, "mi_heap_zalloc_aligned");
+      MI_GRID(mi_heap_calloc_aligned(h, 1, sz, al), h, 0, true, "mi_heap_calloc_aligned");
+      MI_GRID(mi_memalign(al, sz), d, 0, false, "mi_memalign");
+      MI_GRID(mi_new_aligned(sz, al), d, 0, false, "mi_new_aligned");
+      MI_GRID(mi_new_aligned_nothrow(sz, al), d, 0, false, "mi_new_aligned_nothrow");
+      const size_t multiple = (size + a - 1) / a * a;   // (C11 aligned_alloc: a multiple of the alignment)
+      if (multiple <= 4 * MiB) MI_GRID(mi_aligned_alloc(al, dyn(multiple)), d, 0, false, "mi_aligned_alloc");
+      void* pm = nullptr;
+      const int pm_err = mi_posix_memalign(&pm, al, sz);
+      EXPECT_EQ(pm_err, 0) << ctx("mi_posix_memalign");
+      check_grid_block(pm, pm_err, d, size, a, 0, false, ctx("mi_posix_memalign"), count);
+#undef MI_GRID
+      check_grid_realloc([&](void* p, size_t) { return mi_realloc_aligned(p, sz, al); }, nullptr, size, a, kInherit, false,
+                         ctx("mi_realloc_aligned"), count);
+      check_grid_realloc([&](void* p, size_t) { return mi_rezalloc_aligned(p, sz, al); }, nullptr, size, a, kInherit, true,
+                         ctx("mi_rezalloc_aligned"), count);
+      check_grid_realloc([&](void* p, size_t) { return mi_aligned_recalloc(p, 1, sz, al); }, nullptr, size, a, kInherit, true,
+                         ctx("mi_aligned_recalloc"), count);
+      check_grid_realloc([&](void* p, size_t) { return mi_heap_realloc_aligned(h, p, sz, al); }, h, size, a, kInherit, false,
+                         ctx("mi_heap_realloc_aligned"), count);
+    }
+  }
+  mi_heap_delete(h);
+  mi_collect(true);
+  const size_t commit_after = committed_now();
+  printf("%zu blocks, %zu refused; committed %.1f MiB before, %.1f MiB after\n", count.blocks, count.refused,
+         commit_before / (double)MiB, commit_after / (double)MiB);
+  EXPECT_LE(commit_after, commit_before + 16 * MiB) << "the freed blocks stay committed";
 }
 
 TEST(Aligned, ZallocAlignedAllPowersOfTwo) {

@@ -7,6 +7,12 @@
       mi_stats_get's; MIMALLOC_SHOW_STATS=json prints one such object at exit;
       MIMALLOC_STATS_FILE with MIMALLOC_STATS_INTERVAL appends one object per
       line while the program runs.
+      Then a process with large figures (1 GiB resident, and 4 TiB committed
+      where the build does not write every new block) writes all three, the
+      stats file at a path of about 1000 characters with %p in it many times.
+  check_observe.py widest PROGRAM
+      the JSON of a snapshot with every figure at its widest
+      (observe-json-widest.c) parsed, and every figure read back exactly.
   check_observe.py prof PROGRAM WORKDIR [GO]
       the profile written by mi_prof_dump (and the one MIMALLOC_PROF_FILE
       writes at exit) decoded here (gzip, then protobuf by hand): the estimates
@@ -14,12 +20,14 @@
       allocates; then, with GO (the go command), the same from
       `go tool pprof -top`.
 
-PROGRAM is test/observe/observe-sites.c. Exit status 0 when every check holds.
+PROGRAM is test/observe/observe-sites.c (widest: observe-json-widest.c). Exit
+status 0 when every check holds.
 """
 import gzip
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 
@@ -154,6 +162,67 @@ def test_stats(program, workdir):
         times = check_lines(lines)
         check(len(times) > 0 and max(times) >= 350, "stats file (%s): the snapshots span the run: %s ms" % (mode, times))
 
+    test_large(program, workdir, obj["per_allocation"])
+
+
+def long_stats_path(workdir):
+    """A MIMALLOC_STATS_FILE value of 1024 characters (the most a text option
+    takes) ending in a file name of as many %p as fit a name of 255 bytes once
+    expanded, and the directories it names (created). Expanded, it is longer
+    than the 1100-byte buffer the writer once had whenever the process id has
+    4 digits or more (then nothing was written, silently). Returns the value
+    and a function giving the file name for a process id."""
+    try:
+        digits = len(open("/proc/sys/kernel/pid_max").read().strip())
+    except OSError:
+        digits = 7
+    count = (255 - len("s.jsonl")) // digits
+    name = "s" + "%p" * count + ".jsonl"
+    d = os.path.abspath(os.path.join(workdir, "long"))
+    room = 1024 - len(name) - 1 - len(d)   # for the directories below d
+    while room > 1:
+        part = min(200, room - 1)
+        d = os.path.join(d, "d" * part)
+        room -= part + 1
+    shutil.rmtree(os.path.join(workdir, "long"), ignore_errors=True)
+    os.makedirs(d)
+    return os.path.join(d, name), (lambda pid: os.path.join(d, "s" + str(pid) * count + ".jsonl"))
+
+
+def test_large(program, workdir, per_allocation):
+    # 1 GiB written (resident) and, unless the build writes every new block
+    # (the builds that count every allocation are the debug builds: a TiB
+    # block would be touched whole), 4 TiB never touched (committed)
+    resident, untouched = 1 << 30, (0 if per_allocation else 4 << 40)
+    path, name_of = long_stats_path(workdir)
+    check(len(path) == 1024, "the stats file option is %d characters, expected 1024" % len(path))
+    p = run([program, "large", str(resident >> 20), str(untouched)],
+            {"MIMALLOC_SHOW_STATS": "json", "MIMALLOC_STATS_FILE": path, "MIMALLOC_STATS_INTERVAL": "100000"})
+    check(p.returncode == 0, "large: exit code %d: %s" % (p.returncode, p.stderr[-2000:]))
+    outputs = [("large: mi_stats_get_json", p.stdout), ("large: MIMALLOC_SHOW_STATS=json", p.stderr)]
+    try:
+        pid = json.loads(p.stdout)["process"]["pid"]
+        lines = open(name_of(pid)).read().splitlines()
+        check(len(lines) >= 2, "large: %d snapshots in the stats file, expected 2 (start and exit)" % len(lines))
+        outputs += [("large: stats file line %d" % (i + 1), line) for i, line in enumerate(lines)]
+    except (ValueError, KeyError, OSError) as e:
+        check(False, "large: no stats file at the long path: %s" % e)
+    for where, text in outputs:
+        try:
+            obj = json.loads(text)
+        except ValueError as e:
+            check(False, "%s is not JSON: %s\n%s" % (where, e, text))
+            continue
+        longest = max(len(line) for line in text.splitlines())
+        print("%s: %d bytes, longest line %d characters" % (where, len(text), longest))
+        check_stats_object(obj, where, in_use=False)
+        if where.endswith("line 1"):
+            continue   # (the first snapshot may come before the blocks)
+        proc = obj["process"]
+        check(proc["peak_rss_bytes"] >= resident, "%s: peak rss %d >= %d" % (where, proc["peak_rss_bytes"], resident))
+        check(proc["current_commit_bytes"] >= resident + untouched and obj["committed"]["current"] >= resident + untouched,
+              "%s: committed %d >= %d" % (where, proc["current_commit_bytes"], resident + untouched))
+
 
 def check_lines(lines):
     times, pid = [], None
@@ -168,6 +237,40 @@ def check_lines(lines):
         times.append(obj["process"]["elapsed_ms"])
         pid = obj["process"]["pid"]
     return times
+
+
+def test_widest(program):
+    """Every figure of observe-json-widest.c's snapshot, read back exactly."""
+    proc = subprocess.Popen([program], stdout=subprocess.PIPE, stderr=subprocess.PIPE, universal_newlines=True)
+    out, err = proc.communicate(timeout=60)
+    check(proc.returncode == 0, "widest: exit code %d: %s" % (proc.returncode, err))
+    try:
+        obj = json.loads(out)
+    except ValueError as e:
+        check(False, "widest: not JSON: %s\n%s" % (e, out))
+        return
+    print("widest: %d bytes, longest line %d characters" % (len(out), max(len(line) for line in out.splitlines())))
+    lo, hi, top = -(1 << 63), (1 << 63) - 1, (1 << 64) - 1
+    amount = {"current": lo, "peak": hi, "allocated": lo + 1, "freed": hi - 1}
+    expected = {"version", "mimalloc_version", "per_allocation", "bins", "process", "prof"}
+    expected |= set(AMOUNT_ROWS) | set(EVENT_ROWS)
+    check(set(obj) == expected, "widest: fields %s, expected %s" % (sorted(obj), sorted(expected)))
+    check(obj.get("version") == 1 and obj.get("per_allocation") is True, "widest: version 1, per_allocation true")
+    for name, unit in AMOUNT_ROWS.items():
+        want = dict(amount, unit=unit)
+        check(obj.get(name) == want, "widest: %s is %s, expected %s" % (name, obj.get(name), want))
+    for name in EVENT_ROWS:
+        want = {"unit": "count", "total": lo, "count": hi}
+        check(obj.get(name) == want, "widest: %s is %s, expected %s" % (name, obj.get(name), want))
+    bins = obj.get("bins", [])
+    want = [dict(amount, bin=i, block_size=top, unit="count") for i in range(74)]
+    check(bins == want, "widest: the 74 size classes with their figures: %s" % bins[:2])
+    process = obj.get("process", {})
+    check(process.get("pid") == proc.pid, "widest: process.pid %s, expected %d" % (process.get("pid"), proc.pid))
+    want = {k: top for k in PROCESS_FIELDS if k != "pid"}
+    got = {k: v for k, v in process.items() if k != "pid"}
+    check(got == want, "widest: process figures %s, expected %s" % (got, want))
+    check(obj.get("prof") == {"sample_bytes": top, "live_samples": top}, "widest: prof %s" % obj.get("prof"))
 
 
 # ---------------------------------------------------------------------------
@@ -338,6 +441,8 @@ def main():
         workdir = sys.argv[3] if len(sys.argv) > 3 else "."
         os.makedirs(workdir, exist_ok=True)
         test_stats(sys.argv[2], workdir)
+    elif len(sys.argv) == 3 and sys.argv[1] == "widest":
+        test_widest(sys.argv[2])
     elif len(sys.argv) >= 4 and sys.argv[1] == "prof":
         os.makedirs(sys.argv[3], exist_ok=True)
         go = sys.argv[4] if len(sys.argv) > 4 and sys.argv[4] not in ("", "GO-NOTFOUND") else None

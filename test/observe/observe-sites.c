@@ -16,6 +16,12 @@
                             freed" lines (nothing is allocated in between)
   observe-sites churn MS    allocates and frees for MS milliseconds
   observe-sites sleep MS    sleeps MS milliseconds (allocates nothing)
+  observe-sites large MIB UNTOUCHED
+                            a process with large figures: MIB MiB allocated
+                            and written (resident), and a block of UNTOUCHED
+                            bytes never touched (committed only; 0: none);
+                            prints mi_stats_get_json (the string it
+                            allocates) and exits holding both blocks
 -----------------------------------------------------------------------------*/
 #include <mimalloc.h>
 
@@ -120,11 +126,29 @@ static int run_sleep(double ms) {
   return 0;
 }
 
+static void* volatile large_blocks[2];
+
+static int run_large(size_t mib, size_t untouched) {
+  large_blocks[0] = malloc(mib << 20);
+  if (large_blocks[0] == NULL) { perror("malloc (resident)"); return 1; }
+  memset(large_blocks[0], 7, mib << 20);
+  if (untouched > 0) {
+    large_blocks[1] = malloc(untouched);
+    if (large_blocks[1] == NULL) { perror("malloc (untouched)"); return 1; }
+  }
+  char* json = mi_stats_get_json(0, NULL);
+  if (json == NULL) { perror("mi_stats_get_json"); return 1; }
+  fputs(json, stdout);
+  mi_free(json);
+  return 0;
+}
+
 int main(int argc, char** argv) {
   if (argc == 3 && strcmp(argv[1], "prof") == 0) return run_prof(argv[2]);
   if (argc == 2 && strcmp(argv[1], "stats") == 0) return run_stats();
   if (argc == 3 && strcmp(argv[1], "churn") == 0) return run_churn(atof(argv[2]));
   if (argc == 3 && strcmp(argv[1], "sleep") == 0) return run_sleep(atof(argv[2]));
-  fprintf(stderr, "usage: observe-sites prof FILE | stats | churn MS | sleep MS\n");
+  if (argc == 4 && strcmp(argv[1], "large") == 0) return run_large(strtoull(argv[2], NULL, 10), strtoull(argv[3], NULL, 10));
+  fprintf(stderr, "usage: observe-sites prof FILE | stats | churn MS | sleep MS | large MIB UNTOUCHED\n");
   return 2;
 }
