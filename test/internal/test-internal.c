@@ -292,18 +292,21 @@ static int failed_commit_child(void) {
   mi_option_set(mi_option_eager_region_commit, 0);
   mi_free(mi_malloc(16));
   mi_segments_tld_t* tld = &mi_get_default_heap()->tld->segments;
-  // claim single blocks until one is the first block of a region created now
-  // (so its neighbour was never committed)
+  // claim single blocks (without committing them) until one is the first
+  // block of a region created now, not committed yet: its neighbour is not
+  // either. Commit it, use it and free it.
   void* x = NULL;
   mi_memid_t xid = { 0, 0 };
-  for (int i = 0; i < 4 * MI_REGION_BLOCKS && x == NULL; i++) {
+  for (int i = 0; i < 4 * MI_REGION_MAX && x == NULL; i++) {
     bool is_committed, is_large, is_zero;
     mi_memid_t memid;
-    void* p = _mi_region_alloc(MI_SEGMENT_SIZE, true, false, &is_committed, &is_large, &is_zero, &memid, tld);
+    void* p = _mi_region_alloc(MI_SEGMENT_SIZE, false, false, &is_committed, &is_large, &is_zero, &memid, tld);
     if (p == NULL) return 10;
-    if (memid.region_idx != 0 && memid.block_idx == 0 && is_zero) { x = p; xid = memid; }
+    if (memid.region_idx != 0 && memid.block_idx == 0 && !is_committed) { x = p; xid = memid; }
   }
   if (x == NULL) return 11;
+  bool commit_zero;
+  if (!_mi_os_commit(x, MI_SEGMENT_SIZE, &commit_zero)) return 13;
   memset(x, 0x5a, MI_SEGMENT_SIZE);
   _mi_region_free(x, MI_SEGMENT_SIZE, xid, true, false);   // pending purge, after the delay
   // with no room for more writable memory, a claim of two blocks (x and its
