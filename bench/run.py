@@ -121,6 +121,7 @@ WORKLOADS = [
     ("kvserver", "kvserver", [], ["50000"]),
     ("threadchurnN", "threadchurn", [str(4 * NCPU)], [str(4 * NCPU), "50"]),
     ("threadchurn2", "threadchurn", ["2", "200", "2", "20000"], ["2", "50", "2", "20000"]),
+    ("xstressN", "xstress", ["32", "50", "10"], ["32", "20", "5"]),
 ]
 
 INSTR_SIZES = [16, 64, 256, 1024, 4096]

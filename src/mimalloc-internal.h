@@ -178,8 +178,8 @@ void       _mi_segment_page_abandon(mi_page_t* page, mi_segments_tld_t* tld);
 uint8_t*   _mi_segment_page_start(const mi_segment_t* segment, const mi_page_t* page, size_t block_size, size_t* page_size, size_t* pre_size);
 void       _mi_segment_abandoned_free_note(void);
 bool       _mi_segment_reclaim_on_free(mi_segment_t* segment, mi_heap_t* heap);
-void       _mi_segments_try_sweep_abandoned(void);
-int64_t    _mi_segments_sweep_next(void);   // when the abandoned sweep is due (0: none pending)
+void       _mi_segments_try_purge(void);     // the abandoned sweep and pending huge purges, when due
+int64_t    _mi_segments_purge_next(void);    // when the next of them is due (0: none pending)
 void       _mi_abandoned_reclaim_all(mi_heap_t* heap, mi_segments_tld_t* tld);
 void       _mi_segments_collect(bool force, mi_segments_tld_t* tld);
 size_t     _mi_segment_big_aligned_ofs(size_t align_offset);   // 0: no place for such a pointer

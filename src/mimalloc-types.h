@@ -342,8 +342,9 @@ typedef struct mi_segment_s {
   bool       mem_is_fixed;      // large OS pages: never purged
   bool       mem_is_committed;  // the whole segment is accessible
   uint8_t    huge_fresh;        // huge: a mi_huge_fresh_t
+  uint8_t    huge_pending;      // huge: 1 + the slot of its pending purge (another thread freed the block; written before it hands the block back), 0: none
   bool       guarded;           // secure builds: the header's and the segment end's guards are installed
-  bool       huge_purged;       // huge: another thread freed the block and purged its memory (written before it hands the block back)
+  bool       huge_purged;       // huge: its block was purged while it was in use (another thread freed it; the purger sets it while it holds the pending slot)
   uint64_t   guard_mask;        // secure level >= 2, small/medium: pages whose end guard is installed (bit i: pages[i])
 
   struct mi_segment_s* next;    // free-segment queue links (owner only)

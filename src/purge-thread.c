@@ -78,7 +78,7 @@ static bool mi_purger_allowed(void) {
 // The earliest pending expiry of the process-wide purges (0: none).
 static int64_t mi_purger_next_due(void) {
   const int64_t a = _mi_region_purge_next();
-  const int64_t b = _mi_segments_sweep_next();
+  const int64_t b = _mi_segments_purge_next();
   if (a == 0) return b;
   if (b == 0) return a;
   return (a < b ? a : b);
@@ -90,7 +90,7 @@ static void mi_purger_main(void* arg) {
     const size_t live = _mi_thread_live_count();
     int64_t next = 0;
     if (live > 0 && mi_purger_enabled()) {
-      _mi_segments_try_sweep_abandoned();
+      _mi_segments_try_purge();
       _mi_region_try_purge();
       next = mi_purger_next_due();
     }

@@ -455,9 +455,6 @@ static void mi_abandoned_sweep_note(int64_t expire) {
   _mi_purger_note();
 }
 
-int64_t _mi_segments_sweep_next(void) {
-  return mi_atomic_load_relaxed(&mi_abandoned_sweep_expire);
-}
 
 static mi_decl_thread uint32_t mi_abandoned_frees;   // frees into abandoned segments by this thread
 
@@ -471,10 +468,13 @@ void _mi_segment_abandoned_free_note(void) {
   else if ((++mi_abandoned_frees % 64) != 0) {
     return;
   }
-  _mi_segments_try_sweep_abandoned();
+  _mi_segments_try_purge();
 }
 
 static void mi_segment_huge_fresh_free(mi_segment_t* segment);
+static void mi_segments_try_purge_huge(int64_t now);
+static void mi_segment_huge_pending_take(mi_segment_t* segment);
+static _Atomic(int64_t) mi_huge_pending_next;   // earliest expiry of a pending huge purge (0: none)
 
 // Look after a claimed abandoned segment (owner id ours, no heap): collect the
 // blocks other threads freed into it, give its empty pages back, and free it
@@ -510,11 +510,9 @@ static void mi_abandoned_sweep_visit(mi_segment_t* segment, void* arg) {
 
 // The sweep holds abandoned segments for a moment: a housekeeping section
 // (init.c; a forced collect waits for it, a fork too).
-void _mi_segments_try_sweep_abandoned(void) {
+static void mi_segments_try_sweep_abandoned(int64_t now) {
   const int64_t next = mi_atomic_load_relaxed(&mi_abandoned_sweep_expire);
-  if (next == 0) return;
-  int64_t now = _mi_prim_clock_now();
-  if (now < next) return;
+  if (next == 0 || now < next) return;
   int64_t expected = next;
   if (!mi_atomic_cas_strong_acq_rel(&mi_abandoned_sweep_expire, &expected, 0)) return;   // another thread sweeps
   if (!_mi_housekeeping_enter()) {   // a fork is under way: later
@@ -523,6 +521,25 @@ void _mi_segments_try_sweep_abandoned(void) {
   }
   _mi_abandoned_visit(&mi_abandoned_sweep_visit, &now);
   _mi_housekeeping_leave();
+}
+
+// The process-wide purges of the segment layer that fall due: the abandoned
+// sweep, and the huge blocks other threads freed. One clock read when
+// something is pending, none otherwise.
+void _mi_segments_try_purge(void) {
+  if (mi_atomic_load_relaxed(&mi_abandoned_sweep_expire) == 0 && mi_atomic_load_relaxed(&mi_huge_pending_next) == 0) return;
+  const int64_t now = _mi_prim_clock_now();
+  mi_segments_try_purge_huge(now);
+  mi_segments_try_sweep_abandoned(now);
+}
+
+// When the next of them is due (0: none pending).
+int64_t _mi_segments_purge_next(void) {
+  const int64_t a = mi_atomic_load_relaxed(&mi_abandoned_sweep_expire);
+  const int64_t b = mi_atomic_load_relaxed(&mi_huge_pending_next);
+  if (a == 0) return b;
+  if (b == 0) return a;
+  return (a < b ? a : b);
 }
 
 // The statistics of a purged page that is used again (or goes back with its segment).
@@ -733,6 +750,7 @@ static mi_segment_t* mi_segment_alloc(size_t required, mi_page_kind_t page_kind,
 
 // Give a segment's memory back. The segment is no longer counted by any thread.
 static void mi_segment_os_free(mi_segment_t* segment, bool purge_now, mi_stats_t* stats) {
+  if (segment->page_kind == MI_PAGE_HUGE) mi_segment_huge_pending_take(segment);
   _mi_segment_map_freed_at(segment);
   mi_stat_decrease(stats, segments, 1);
   if (segment->page_kind == MI_PAGE_HUGE) {
@@ -1062,28 +1080,121 @@ void _mi_segment_huge_page_free(mi_segment_t* segment, mi_page_t* page, mi_block
   mi_segment_os_free(segment, false, NULL);
 }
 
+// ---------------------------------------------------------------------------
+// Huge blocks freed by another thread
+//
 // A huge block freed by another thread while its owner lives goes back to the
 // owner through the owner heap's delayed list, and the owner gives the
 // segment back at its next slow path, which may be far off (a thread blocked
-// in a read). So the freeing thread purges the block's memory before it
-// hands the block over: the resident set drops at once, and only the address
-// range waits for the owner. (1.6 abandoned huge segments at allocation, so
-// that any thread freed them at once; ours stay owned by their heap, so that
-// heap visiting, mi_heap_destroy and mi_heap_contains_block see them.)
+// in a read). So its memory must go back without the owner, but, like any
+// freed memory, only after the purge delay (purged at once, it was faulted in
+// again whenever the program allocated a huge block soon after). The freeing
+// thread enters the block in a process-wide table of pending huge purges, and
+// whoever runs the due purges (the background purge thread, or any thread's
+// allocator calls) purges it when due. The table's slot is the hand-over
+// between the purger and the owner, which may free the segment meanwhile:
+// the purger marks a due slot PURGING before it touches the segment, and the
+// owner, before it frees a segment with a slot, takes the slot back while it
+// is still PENDING (the memory then goes back with the segment, after its
+// own delay) or waits until the purger is done. The purger never reads a
+// segment outside its PURGING window. With no free slot (64 huge blocks
+// pending at once) the freeing thread purges at once, as before. (1.6
+// abandoned huge segments at allocation, so that any thread freed them at
+// once; ours stay owned by their heap, so that heap visiting, mi_heap_destroy
+// and mi_heap_contains_block see them.)
+// ---------------------------------------------------------------------------
+
+#define MI_HUGE_PENDING_SLOTS  64
+#define MI_HUGE_PENDING        ((uintptr_t)1)   // low bits of a slot: waits for its expiry
+#define MI_HUGE_PURGING        ((uintptr_t)2)   // a purger holds the segment: the owner waits
+#define MI_HUGE_SLOT_STATE     ((uintptr_t)3)
+
+typedef struct mi_huge_pending_s {
+  _Atomic(uintptr_t) segment;   // the segment | its state, or 0
+  _Atomic(int64_t)   expire;
+} mi_huge_pending_t;
+
+static mi_huge_pending_t mi_huge_pending[MI_HUGE_PENDING_SLOTS];   // (mi_huge_pending_next: the earliest expiry)
+
+// Purge the block of a huge segment (its owner does not free it meanwhile).
+static void mi_segment_huge_purge_now(mi_segment_t* segment) {
+  mi_page_t* page = &segment->pages[0];
+  size_t psize;
+  uint8_t* start = _mi_segment_page_start(segment, page, 0, &psize, NULL);
+  const bool purged = _mi_os_purge(start, psize);
+  if (purged) segment->huge_purged = true;
+  #if (MI_PADDING > 0)
+  // the block's trailer says "free" again (a second free is then reported as one)
+  if (purged) mi_trailer_set_free(page, (mi_block_t*)start, mi_page_usable_block_size(page));
+  #endif
+}
+
 void _mi_segment_huge_page_purge(mi_segment_t* segment, mi_page_t* page, mi_block_t* block) {
   mi_assert_internal(segment->page_kind == MI_PAGE_HUGE && page == &segment->pages[0]);
+  mi_assert_internal(segment->huge_pending == 0);
+  (void)page; (void)block;
   if (segment->mem_is_fixed) return;
   mi_segment_huge_fresh_free(segment);   // a probe is measured before its memory goes
   segment->huge_fresh = MI_HUGE_REUSED;
-  size_t psize;
-  uint8_t* start = _mi_segment_page_start(segment, page, 0, &psize, NULL);
-  segment->huge_purged = _mi_os_purge(start, psize);
-  #if (MI_PADDING > 0)
-  // the block's trailer says "free" again (a second free is then reported as one)
-  if (segment->huge_purged) mi_trailer_set_free(page, block, mi_page_usable_block_size(page));
-  #else
-  (void)block;
-  #endif
+  const int64_t delay = _mi_purge_delay();
+  if (delay > 0) {
+    const int64_t expire = _mi_prim_clock_now() + delay;
+    for (size_t i = 0; i < MI_HUGE_PENDING_SLOTS; i++) {
+      uintptr_t expected = 0;
+      if (mi_atomic_load_relaxed(&mi_huge_pending[i].segment) != 0) continue;
+      mi_atomic_store_relaxed(&mi_huge_pending[i].expire, expire);   // (read only once the slot holds us)
+      segment->huge_pending = (uint8_t)(i + 1);
+      if (mi_atomic_cas_strong_acq_rel(&mi_huge_pending[i].segment, &expected, (uintptr_t)segment | MI_HUGE_PENDING)) {
+        mi_atomic_expire_lower(&mi_huge_pending_next, expire);
+        _mi_purger_note();
+        return;
+      }
+      segment->huge_pending = 0;
+    }
+  }
+  mi_segment_huge_purge_now(segment);   // no delay, or no free slot
+}
+
+// The owner frees a huge segment that another thread entered in the table:
+// take the slot back (or wait for the purger that holds it).
+static void mi_segment_huge_pending_take(mi_segment_t* segment) {
+  if (segment->huge_pending == 0) return;
+  mi_huge_pending_t* const slot = &mi_huge_pending[segment->huge_pending - 1];
+  for (;;) {
+    uintptr_t v = mi_atomic_load_acquire(&slot->segment);
+    if ((v & ~MI_HUGE_SLOT_STATE) != (uintptr_t)segment) break;   // purged (the slot may serve another one now)
+    if ((v & MI_HUGE_SLOT_STATE) == MI_HUGE_PENDING && mi_atomic_cas_strong_acq_rel(&slot->segment, &v, 0)) break;
+    mi_atomic_yield();   // a purger holds it
+  }
+  segment->huge_pending = 0;
+}
+
+// Purge the pending huge blocks that are due (a housekeeping section: a fork
+// waits for it).
+static void mi_segments_try_purge_huge(int64_t now) {
+  const int64_t next = mi_atomic_load_relaxed(&mi_huge_pending_next);
+  if (next == 0 || now < next) return;
+  int64_t expected = next;
+  if (!mi_atomic_cas_strong_acq_rel(&mi_huge_pending_next, &expected, 0)) return;   // another thread does it
+  if (!_mi_housekeeping_enter()) {   // a fork is under way: later
+    mi_atomic_expire_lower(&mi_huge_pending_next, next);
+    return;
+  }
+  for (size_t i = 0; i < MI_HUGE_PENDING_SLOTS; i++) {
+    mi_huge_pending_t* const slot = &mi_huge_pending[i];
+    uintptr_t v = mi_atomic_load_acquire(&slot->segment);
+    if ((v & MI_HUGE_SLOT_STATE) != MI_HUGE_PENDING) continue;
+    const int64_t expire = mi_atomic_load_relaxed(&slot->expire);
+    if (expire > now) {
+      mi_atomic_expire_lower(&mi_huge_pending_next, expire);
+      continue;
+    }
+    if (!mi_atomic_cas_strong_acq_rel(&slot->segment, &v, (v & ~MI_HUGE_SLOT_STATE) | MI_HUGE_PURGING)) continue;   // taken back
+    mi_segment_huge_purge_now((mi_segment_t*)(v & ~MI_HUGE_SLOT_STATE));
+    mi_atomic_store_release(&slot->segment, 0);
+  }
+  _mi_housekeeping_leave();
+  if (mi_atomic_load_relaxed(&mi_huge_pending_next) != 0) _mi_purger_note();
 }
 
 // A thread frees a block into a segment outside the abandoned set (huge, or
@@ -1309,7 +1420,7 @@ mi_page_t* _mi_segment_page_alloc(mi_heap_t* heap, size_t block_size, size_t pag
   }
   mi_assert_expensive(page == NULL || mi_segment_is_valid(_mi_page_segment(page), tld));
   mi_segments_purge_due(tld, false);
-  _mi_segments_try_sweep_abandoned();
+  _mi_segments_try_purge();
   _mi_region_try_purge();
   return page;
 }
@@ -1320,7 +1431,8 @@ mi_page_t* _mi_segment_page_alloc(mi_heap_t* heap, size_t block_size, size_t pag
 
 void _mi_segments_collect(bool force, mi_segments_tld_t* tld) {
   mi_segments_purge_due(tld, force);
-  _mi_segments_try_sweep_abandoned();
+  if (force) mi_segments_try_purge_huge(INT64_MAX);   // every pending huge purge, now
+  _mi_segments_try_purge();
   if (force) mi_segment_cache_flush(tld);
 }
 
