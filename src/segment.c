@@ -275,7 +275,7 @@ static void mi_segments_track_size(long segment_size, mi_segments_tld_t* tld) {
 //
 // Abandoned segments keep their pending purges: the thread that reclaims the
 // segment inherits them, and until then the process-wide sweep
-// (_mi_segments_try_sweep_abandoned) purges them when they are due. So a thread
+// (_mi_segments_try_purge) purges them when they are due. So a thread
 // that ends purges nothing itself, and a segment reclaimed soon after by the
 // next thread is used again without a purge and a refault.
 
