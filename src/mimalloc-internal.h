@@ -143,12 +143,8 @@ bool       _mi_os_unprotect(void* p, size_t size);
 
 // region.c
 void*      _mi_region_alloc(size_t size, bool commit, bool allow_fixed, bool* is_committed,
-                            bool* is_large, bool* is_zero, mi_memid_t* memid, mi_segments_tld_t* tld);
-void       _mi_region_free(void* p, size_t size, mi_memid_t memid, bool fully_committed, bool purge_now);
-#if (MI_SECURE > 0)
-size_t     _mi_region_guards_take(mi_memid_t memid, uint64_t* mask);   // guards a freed segment left (kind + 1)
-bool       _mi_region_guards_leave(mi_memid_t memid, size_t size, size_t kind, uint64_t mask);
-#endif
+                            bool* is_large, bool* is_zero, uint64_t* word, mi_memid_t* memid, mi_segments_tld_t* tld);   // *word: what the blocks' last users left (or-ed)
+void       _mi_region_free(void* p, size_t size, mi_memid_t memid, bool fully_committed, bool purge_now, uint64_t word);   // word: left for the block's next user (region blocks only)
 bool       _mi_regions_check_claims(void);   // (tests) every claimed block belongs to a segment
 bool       _mi_region_collect(bool force, bool free_unused);   // false: skipped (a fork is under way)
 void       _mi_region_try_purge(void);

@@ -344,7 +344,7 @@ typedef struct mi_segment_s {
   uint8_t    huge_fresh;        // huge: a mi_huge_fresh_t
   uint8_t    huge_pending;      // huge: 1 + the slot of its pending purge (another thread freed the block; written before it hands the block back), 0: none
   bool       guarded;           // secure builds: the header's and the segment end's guards are installed
-  bool       huge_purged;       // huge: its block was purged while it was in use (another thread freed it; the purger sets it while it holds the pending slot)
+  size_t     huge_purged;       // huge: bytes of its block purged while in use (another thread freed it), counted in `reset` until the segment goes; set by the thread that purges, before the owner may free the segment
   uint64_t   guard_mask;        // secure level >= 2, small/medium: pages whose end guard is installed (bit i: pages[i])
 
   struct mi_segment_s* next;    // free-segment queue links (owner only)

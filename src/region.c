@@ -20,6 +20,8 @@
                  one and two delays, never less)
     purged     : block was purged since its last use (for the statistics)
     purge_expire: when the pending purges are due (ms; 0 = nothing pending)
+  and beside them one opaque word per block that a block's user leaves for
+  its next one (the region never reads it).
 
   Delayed purge (what 1.6 lacked): a freed segment is marked purge-pending
   with an expiry `reset_delay` ms ahead. Re-using it before then clears the
@@ -51,7 +53,6 @@
 
 #include <stdio.h>    // snprintf
 
-#define MI_REGION_UNUSED    (0)
 #define MI_REGION_SETUP     (1)
 #define MI_REGION_LIVE      (2)
 #define MI_REGION_DEAD      (3)
@@ -80,19 +81,13 @@ typedef struct mem_region_s {
 static mem_region_t regions[MI_REGION_MAX];
 static _Atomic(size_t) regions_count;      // slots handed out so far (only grows)
 
-#if (MI_SECURE > 0)
-// Guard pages a freed segment left in its block (secure builds): that
-// segment's page kind + 1 (0: none, plain memory) and which of its pages had
-// their guard installed (level 2). The next segment of that kind there keeps
-// them (no mprotect; thread churn freed and rebuilt segments, and their
-// guards, all the time). Written by the freeing thread before it clears the
-// block's in_use bit, taken by the next claimer, cleared when a region is set up.
-typedef struct mi_region_guards_s {
-  uint64_t mask[MI_REGION_BLOCKS];
-  uint8_t  kind[MI_REGION_BLOCKS];
-} mi_region_guards_t;
-static mi_region_guards_t region_guards[MI_REGION_MAX];
-#endif
+// One word per block that the user of a block leaves for its next user (the
+// region does not read it: secure builds note there which guard pages the
+// freed segment left in place). Written by the freeing thread before it
+// clears the block's in_use bit, handed to (and cleared for) the next
+// claimer after it set the bit, so the in_use bitmap orders both; cleared
+// when a region is set up. 512 KiB of .bss, touched only for regions in use.
+static uint64_t region_words[MI_REGION_MAX][MI_REGION_BLOCKS];
 static _Atomic(size_t) regions_reserved;   // regions of reserved huge OS pages (only grows)
 static _Atomic(int64_t) purge_next;        // earliest pending purge expiry (0: none)
 
@@ -182,9 +177,7 @@ static void mi_region_publish(size_t idx, void* start, bool committed, bool is_l
   mi_atomic_store_relaxed(&region->purge_young, 0);
   mi_atomic_store_relaxed(&region->purged, 0);
   mi_atomic_store_relaxed(&region->purge_expire, 0);
-  #if (MI_SECURE > 0)
-  memset(&region_guards[idx], 0, sizeof(region_guards[idx]));   // fresh memory: no guards
-  #endif
+  memset(&region_words[idx], 0, sizeof(region_words[idx]));   // fresh memory: nothing left there
   mi_atomic_store_release(&region->in_use, 0);
   mi_atomic_store_release(&region->state, MI_REGION_LIVE);   // publish last
 }
@@ -260,7 +253,7 @@ static bool mi_region_best_resident(const mem_region_t* region, size_t count, si
 }
 
 static void* mi_region_claimed(size_t idx, size_t bitidx, size_t blocks, bool commit,
-                               bool* is_committed, bool* is_large, bool* is_zero, mi_memid_t* memid) {
+                               bool* is_committed, bool* is_large, bool* is_zero, uint64_t* word, mi_memid_t* memid) {
   mem_region_t* region = &regions[idx];
   const uintptr_t m = mi_bit_mask(blocks, bitidx);
   uint8_t* start = (uint8_t*)mi_atomic_load_acquire(&region->start);
@@ -288,18 +281,12 @@ static void* mi_region_claimed(size_t idx, size_t bitidx, size_t blocks, bool co
   const uintptr_t was_dirty = mi_atomic_or_acq_rel(&region->dirty, m) & m;
   *is_zero = (was_dirty == 0);
   *is_large = (mi_atomic_load_relaxed(&region->is_large) != 0);
-  #if (MI_SECURE > 0)
-  // a run of blocks (a huge segment) is plain memory: guards left in any of
-  // them go (a single block's guards are the segment's to take or remove)
-  if (blocks > 1) {
-    for (size_t i = bitidx; i < bitidx + blocks; i++) {
-      if (region_guards[idx].kind[i] == 0) continue;
-      _mi_os_unprotect(start + (i * MI_SEGMENT_SIZE), MI_SEGMENT_SIZE);
-      region_guards[idx].kind[i] = 0;
-    }
+  // the words the blocks' last users left, now the claimer's
+  *word = 0;
+  for (size_t i = bitidx; i < bitidx + blocks; i++) {
+    *word |= region_words[idx][i];
+    region_words[idx][i] = 0;
   }
-  mi_assert_internal(committed == m || blocks > 1 || region_guards[idx].kind[bitidx] == 0);   // (guards are left only in committed blocks)
-  #endif
   memid->region_idx = (uint32_t)(idx + 1);
   memid->block_idx = (uint32_t)bitidx;
   return p;
@@ -335,8 +322,9 @@ static size_t mi_region_claim_reserved(size_t blocks, size_t* bitidx) {
 
 // `allow_fixed`: the segment may live in fixed (pinned) large or huge OS pages.
 void* _mi_region_alloc(size_t size, bool commit, bool allow_fixed, bool* is_committed,
-                       bool* is_large, bool* is_zero, mi_memid_t* memid, mi_segments_tld_t* tld) {
+                       bool* is_large, bool* is_zero, uint64_t* word, mi_memid_t* memid, mi_segments_tld_t* tld) {
   mi_assert_internal(size > 0 && (size % MI_SEGMENT_SIZE) == 0);
+  *word = 0;
   memid->region_idx = 0;
   memid->block_idx = 0;
   const size_t blocks = size / MI_SEGMENT_SIZE;
@@ -355,7 +343,7 @@ void* _mi_region_alloc(size_t size, bool commit, bool allow_fixed, bool* is_comm
       const size_t idx = mi_region_claim_reserved(blocks, &bitidx);
       if (idx != SIZE_MAX) {
         tld->region_cursor = idx;
-        return mi_region_claimed(idx, bitidx, blocks, commit, is_committed, is_large, is_zero, memid);
+        return mi_region_claimed(idx, bitidx, blocks, commit, is_committed, is_large, is_zero, word, memid);
       }
     }
     // 1. the best fit among free blocks that are still resident (freed,
@@ -375,7 +363,7 @@ void* _mi_region_alloc(size_t size, bool commit, bool allow_fixed, bool* is_comm
     }
     if (best_region != SIZE_MAX && mi_bitmap_try_claim_mask(&regions[best_region].in_use, mi_bit_mask(blocks, best_idx))) {
       tld->region_cursor = best_region;
-      return mi_region_claimed(best_region, best_idx, blocks, commit, is_committed, is_large, is_zero, memid);
+      return mi_region_claimed(best_region, best_idx, blocks, commit, is_committed, is_large, is_zero, word, memid);
     }
     // 2. else the first room in an existing region, starting where this thread last found some
     for (size_t n = 0; n < count; n++) {
@@ -384,7 +372,7 @@ void* _mi_region_alloc(size_t size, bool commit, bool allow_fixed, bool* is_comm
       if (!mi_region_serves(region, want_large, node)) continue;
       if (mi_bitmap_try_claim(&region->in_use, blocks, &bitidx)) {
         tld->region_cursor = idx;
-        return mi_region_claimed(idx, bitidx, blocks, commit, is_committed, is_large, is_zero, memid);
+        return mi_region_claimed(idx, bitidx, blocks, commit, is_committed, is_large, is_zero, word, memid);
       }
     }
     // 3. a new region
@@ -392,7 +380,7 @@ void* _mi_region_alloc(size_t size, bool commit, bool allow_fixed, bool* is_comm
     if (idx != SIZE_MAX) {
       if (mi_bitmap_try_claim(&regions[idx].in_use, blocks, &bitidx)) {
         tld->region_cursor = idx;
-        return mi_region_claimed(idx, bitidx, blocks, commit, is_committed, is_large, is_zero, memid);
+        return mi_region_claimed(idx, bitidx, blocks, commit, is_committed, is_large, is_zero, word, memid);
       }
     }
     _mi_warning_message("unable to allocate from region: size %zu\n", size);
@@ -405,39 +393,15 @@ void* _mi_region_alloc(size_t size, bool commit, bool allow_fixed, bool* is_comm
   return p;
 }
 
-#if (MI_SECURE > 0)
-// The guards left in the single block of `memid` (page kind + 1, 0: none),
-// now the caller's; `*mask`: the pages whose guard is installed.
-size_t _mi_region_guards_take(mi_memid_t memid, uint64_t* mask) {
-  *mask = 0;
-  if (memid.region_idx == 0) return 0;
-  mi_region_guards_t* const g = &region_guards[memid.region_idx - 1];
-  const size_t kind = g->kind[memid.block_idx];
-  *mask = g->mask[memid.block_idx];
-  g->kind[memid.block_idx] = 0;
-  g->mask[memid.block_idx] = 0;
-  return kind;
-}
 
-// A segment of one committed block, about to be freed, leaves its guards
-// in place (`kind`: its page kind + 1). False: the memory is not a region
-// block (the caller removes the guards itself, if it must).
-bool _mi_region_guards_leave(mi_memid_t memid, size_t size, size_t kind, uint64_t mask) {
-  if (memid.region_idx == 0 || size != MI_SEGMENT_SIZE) return false;
-  mi_region_guards_t* const g = &region_guards[memid.region_idx - 1];
-  g->kind[memid.block_idx] = (uint8_t)kind;
-  g->mask[memid.block_idx] = mask;
-  return true;
-}
-#endif
-
-void _mi_region_free(void* p, size_t size, mi_memid_t memid, bool fully_committed, bool purge_now) {
+void _mi_region_free(void* p, size_t size, mi_memid_t memid, bool fully_committed, bool purge_now, uint64_t word) {
   if (p == NULL) return;
   if (memid.region_idx == 0) {
     _mi_os_free_ex(p, size, (fully_committed ? size : 0));
     return;
   }
   mem_region_t* region = &regions[memid.region_idx - 1];
+  region_words[memid.region_idx - 1][memid.block_idx] = word;   // (before the in_use bits are cleared)
   const size_t blocks = _mi_divide_up(size, MI_SEGMENT_SIZE);
   const uintptr_t m = mi_bit_mask(blocks, memid.block_idx);
   mi_assert_internal((mi_atomic_load_relaxed(&region->in_use) & m) == m);

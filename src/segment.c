@@ -620,132 +620,185 @@ static void mi_segment_cache_flush(mi_segments_tld_t* tld) {
   }
 }
 
-// Allocate a segment: `required` > 0 for a huge segment, `page_alignment` >
-// MI_ALIGNMENT_MAX_IN_SEGMENT for a big-alignment one.
-static mi_segment_t* mi_segment_alloc(size_t required, mi_page_kind_t page_kind, size_t page_shift,
-                                      size_t page_alignment, size_t align_offset, mi_segments_tld_t* tld) {
-  size_t capacity;
-  if (page_kind == MI_PAGE_HUGE) {
-    mi_assert_internal(page_shift == MI_SEGMENT_SHIFT && required > 0);
-    capacity = 1;
+// ---------------------------------------------------------------------------
+// Guards left in a region block (secure builds): a segment freed whole into
+// its region block leaves its guard pages in place and says so in the
+// block's word (region.c keeps one word per block for its next user): the
+// next segment of the same page kind there keeps them (no mprotect; thread
+// churn built and freed segments, and their guards, all the time), another
+// one removes them in one call. The word: bit 63 for a small segment, with
+// bits 0..62 for its pages 0..62 whose end guard is installed (page 63's
+// comes with the segment); else bit 62 for a medium one, with bits 0..6
+// likewise; else bit 61 for a large one; 0: no guards.
+// ---------------------------------------------------------------------------
+
+#define MI_GUARD_WORD_SMALL   ((uint64_t)1 << 63)
+#define MI_GUARD_WORD_MEDIUM  ((uint64_t)1 << 62)
+#define MI_GUARD_WORD_LARGE   ((uint64_t)1 << 61)
+
+static uint64_t mi_segment_guard_word(const mi_segment_t* segment) {
+  if (!segment->guarded) return 0;
+  switch (segment->page_kind) {
+    case MI_PAGE_SMALL:  return MI_GUARD_WORD_SMALL | (segment->guard_mask & (MI_GUARD_WORD_SMALL - 1));
+    case MI_PAGE_MEDIUM: return MI_GUARD_WORD_MEDIUM | (segment->guard_mask & ((1u << (MI_MEDIUM_PAGES_PER_SEGMENT - 1)) - 1));
+    case MI_PAGE_LARGE:  return MI_GUARD_WORD_LARGE;
+    default:             return 0;   // (huge segments span other sizes: they leave none)
+  }
+}
+
+// Do the guards a word describes serve a segment of `kind`? `*mask`: its
+// pages whose guard is installed (0 when they do not serve).
+static bool mi_segment_guard_word_serves(uint64_t word, mi_page_kind_t kind, uint64_t* mask) {
+  *mask = 0;
+  if (kind == MI_PAGE_SMALL && (word & MI_GUARD_WORD_SMALL) != 0) {
+    *mask = word & (MI_GUARD_WORD_SMALL - 1);
+    return true;
+  }
+  if (kind == MI_PAGE_MEDIUM && (word >> 61) == 2) {
+    *mask = word & (MI_GUARD_WORD_MEDIUM - 1);
+    return true;
+  }
+  return (kind == MI_PAGE_LARGE && word == MI_GUARD_WORD_LARGE);
+}
+
+// ---------------------------------------------------------------------------
+// Segment allocation: the memory, then the header
+// ---------------------------------------------------------------------------
+
+// Memory for a segment, and what is known of it.
+typedef struct mi_segment_mem_s {
+  uint8_t*   start;
+  size_t     size;          // bytes obtained (at least the segment size)
+  mi_memid_t memid;
+  bool       committed;
+  bool       fixed;         // large or huge OS pages
+  bool       zero;
+  bool       guarded;       // secure builds: the guards of a segment of this kind are in place ...
+  uint64_t   guard_mask;    // ... with those of these pages
+} mi_segment_mem_t;
+
+// Step 1: memory for a segment of `segment_size` bytes: the thread's cached
+// segment, a mapping straight from the OS for a big alignment (`os_offset`:
+// where in it the alignment falls), or a region block. Guards an earlier
+// segment left there are kept when they serve this page kind, else removed.
+// At least the header (`info_size`) is committed.
+static bool mi_segment_mem_alloc(size_t segment_size, size_t info_size, mi_page_kind_t page_kind, bool commit, bool allow_fixed,
+                                 size_t page_alignment, size_t os_offset, mi_segment_mem_t* mem, mi_segments_tld_t* tld) {
+  memset(mem, 0, sizeof(*mem));
+  uint64_t word = 0;
+  mi_segment_t* cached;
+  if (page_kind != MI_PAGE_HUGE && (cached = mi_segment_cache_pop(tld)) != NULL) {
+    // a cached segment of this thread: committed, not known zero
+    word = mi_segment_guard_word(cached);
+    mem->start = (uint8_t*)cached;
+    mem->memid = cached->memid;
+    mem->size = cached->mem_size;
+    mem->committed = true;
+    mi_stat_decrease(&_mi_segments_tld_stats(tld), segments, 1);   // counted again in mi_segment_init
+    _mi_segment_map_freed_at(cached);
+  }
+  else if (page_alignment > MI_ALIGNMENT_MAX_IN_SEGMENT) {
+    mem->size = segment_size;
+    mem->start = (uint8_t*)_mi_os_alloc_aligned_at(mem->size, page_alignment, os_offset, true, false, &mem->fixed, &mem->zero);
+    mem->committed = true;
   }
   else {
-    mi_assert_internal(required == 0);
-    capacity = MI_SEGMENT_SIZE >> page_shift;
+    mem->size = _mi_align_up(segment_size, MI_SEGMENT_SIZE);
+    mem->start = (uint8_t*)_mi_region_alloc(mem->size, commit, allow_fixed, &mem->committed, &mem->fixed, &mem->zero, &word, &mem->memid, tld);
   }
-  size_t info_size;
-  size_t segment_size = mi_segment_size(capacity, required, &info_size);
-  // big alignment: the pointer handed out lies `ptr_ofs` into the segment,
-  // (segment + ptr_ofs + align_offset) % page_alignment == 0, and the block
-  // starts at it rounded down to 16 bytes (see _mi_segment_big_aligned_ofs)
-  const bool big_aligned = (page_alignment > MI_ALIGNMENT_MAX_IN_SEGMENT);
-  size_t block_ofs = 0;
-  size_t ptr_ofs = 0;
-  if (big_aligned) {
-    ptr_ofs = _mi_segment_big_aligned_ofs(align_offset);
-    mi_assert_internal(ptr_ofs != 0);   // (alloc-aligned.c refuses those offsets first)
-    if (ptr_ofs == 0) return NULL;
-    block_ofs = _mi_align_down(ptr_ofs, MI_MAX_ALIGN_SIZE);
-    mi_assert_internal(block_ofs >= info_size);
-    const size_t guard = mi_segment_guard_size();   // secure builds: the end guard right after the block
-    segment_size = (guard > 0 ? _mi_align_up(block_ofs + required + guard, guard) : _mi_align_up(block_ofs + required, MI_HUGE_SEGMENT_ROUND));
+  if (mem->start == NULL) return false;
+  mi_assert_internal(((uintptr_t)mem->start & MI_SEGMENT_MASK) == 0);
+  if (word != 0) {
+    if (mi_segment_guard_word_serves(word, page_kind, &mem->guard_mask)) mem->guarded = true;
+    else _mi_os_unprotect(mem->start, mem->size);
   }
-
-  // commit policy: a thread's first small/medium segments may commit page by page
-  const bool eager_delayed = (page_kind <= MI_PAGE_MEDIUM && tld->count < (size_t)mi_option_get(mi_option_eager_commit_delay));
-  const bool eager = !eager_delayed && (mi_option_get(mi_option_eager_commit) != 0);
-  const bool commit = eager || (page_kind >= MI_PAGE_LARGE);
-  const bool allow_fixed = (MI_SECURE == 0) && !eager_delayed;   // pinned large/huge OS pages (secure: guards need mprotect)
-
-  mi_memid_t memid = { 0, 0 };
-  bool is_committed = false, is_large = false, is_zero = false;
-  size_t mem_size;
-  mi_segment_t* segment = NULL;
-  bool guards_in_place = false;
-  if (page_kind != MI_PAGE_HUGE && (segment = mi_segment_cache_pop(tld)) != NULL) {
-    // a cached segment of this thread: committed, not known zero; it keeps
-    // its guards (secure builds) when it serves the same page kind again
-    if (segment->guarded && segment->page_kind == page_kind) guards_in_place = true;
-    else mi_segment_guards(segment, false);
-    memid = segment->memid;
-    mem_size = segment->mem_size;
-    is_committed = true;
-    mi_stat_decrease(&_mi_segments_tld_stats(tld), segments, 1);   // counted again below
-    _mi_segment_map_freed_at(segment);
-  }
-  else if (big_aligned) {
-    mem_size = segment_size;
-    const size_t os_offset = (ptr_ofs + align_offset) % page_alignment;   // a multiple of the segment size (modulo 2^64: any offset)
-    segment = (mi_segment_t*)_mi_os_alloc_aligned_at(mem_size, page_alignment, os_offset, true, false, &is_large, &is_zero);
-    is_committed = true;
-  }
-  else {
-    mem_size = _mi_align_up(segment_size, MI_SEGMENT_SIZE);
-    segment = (mi_segment_t*)_mi_region_alloc(mem_size, commit, allow_fixed, &is_committed, &is_large, &is_zero, &memid, tld);
-  }
-  if (segment == NULL) return NULL;
-  #if (MI_SECURE > 0)
-  // a region block may still have the guards of the segment freed there
-  // last: kept when it had this page kind (and the header says nothing:
-  // the block may have been purged), else removed in one call
-  uint64_t kept_mask = 0;
-  const size_t kept = (guards_in_place ? 0 : _mi_region_guards_take(memid, &kept_mask));
-  if (kept == (size_t)page_kind + 1) {
-    guards_in_place = true;
-    segment->guard_mask = kept_mask;   // (read back below, before the header is cleared)
-  }
-  else if (kept != 0) {
-    _mi_os_unprotect(segment, MI_SEGMENT_SIZE);
-  }
-  #endif
-  mi_assert_internal(((uintptr_t)segment & MI_SEGMENT_MASK) == 0);
-  if (!is_committed) {
+  if (!mem->committed) {
     // commit the header at least; pages are committed when claimed
     bool commit_zero = false;
-    if (!_mi_os_commit(segment, info_size, &commit_zero)) {
-      _mi_region_free(segment, mem_size, memid, is_committed, false);
-      return NULL;
+    if (!_mi_os_commit(mem->start, info_size, &commit_zero)) {
+      if (mem->guarded) _mi_os_unprotect(mem->start, mem->size);
+      _mi_region_free(mem->start, mem->size, mem->memid, false, false, 0);
+      return false;
     }
   }
+  return true;
+}
 
-  // header: everything zero except what we set below (the guard page is not
-  // part of it)
-  const uint64_t guard_mask = (guards_in_place ? segment->guard_mask : 0);
-  if (!is_zero) memset((void*)segment, 0, info_size - mi_segment_guard_size());
-  segment->guard_mask = guard_mask;
-  segment->memid = memid;
-  segment->mem_size = mem_size;
-  segment->mem_is_fixed = is_large;
-  segment->mem_is_committed = is_committed;
+// Step 2: the header (everything zero but what is set here; the guard page
+// after it is not part of it), the segment map, the owner, the guards.
+static mi_segment_t* mi_segment_init(const mi_segment_mem_t* mem, mi_page_kind_t page_kind, size_t page_shift, size_t capacity,
+                                     size_t segment_size, size_t info_size, uint8_t* aligned_block, mi_segments_tld_t* tld) {
+  mi_segment_t* segment = (mi_segment_t*)mem->start;
+  if (!mem->zero) memset((void*)segment, 0, info_size - mi_segment_guard_size());
+  segment->guard_mask = mem->guard_mask;
+  segment->memid = mem->memid;
+  segment->mem_size = mem->size;
+  segment->mem_is_fixed = mem->fixed;
+  segment->mem_is_committed = mem->committed;
   for (size_t i = 0; i < capacity; i++) {
     mi_page_t* page = &segment->pages[i];
     page->segment_idx = (uint8_t)i;
     page->is_purged = false;
-    page->is_committed = is_committed;
-    page->is_zero_init = is_zero;
+    page->is_committed = mem->committed;
+    page->is_zero_init = mem->zero;
   }
   segment->page_kind = page_kind;
   segment->capacity = capacity;
   segment->page_shift = page_shift;
   segment->segment_size = segment_size;
   segment->segment_info_size = info_size;
-  segment->aligned_block = (big_aligned ? (uint8_t*)segment + block_ofs : NULL);
+  segment->aligned_block = aligned_block;
   segment->cookie = _mi_ptr_cookie(segment);
   if (!_mi_segment_map_allocated_at(segment)) {
     // above the address range the map covers (only an OS that hands out more
     // than MI_ADDRESS_BITS without being asked would): free could not find it
     _mi_error_message(ENOMEM, "segment mapped above the supported address range: %p\n", (void*)segment);
-    if (guards_in_place) _mi_os_unprotect(segment, mem_size);   // (kept ones: the region takes plain memory)
-    _mi_region_free(segment, mem_size, memid, is_committed, false);
+    if (mem->guarded) _mi_os_unprotect(segment, mem->size);   // (the region takes plain memory)
+    _mi_region_free(segment, mem->size, mem->memid, mem->committed, false, 0);
     return NULL;
   }
   mi_atomic_store_release(&segment->thread_id, _mi_thread_id());
   mi_segments_track_size((long)segment_size, tld);
   mi_stat_increase(&_mi_segments_tld_stats(tld), segments, 1);
-  if (guards_in_place) segment->guarded = true;   // (the header was cleared above)
+  if (mem->guarded) segment->guarded = true;
   else mi_segment_guards(segment, true);
   if (page_kind <= MI_PAGE_MEDIUM) mi_segment_insert_in_free_queue(segment, tld);
   return segment;
+}
+
+// Allocate a segment: `required` > 0 for a huge segment, `page_alignment` >
+// MI_ALIGNMENT_MAX_IN_SEGMENT for a big-alignment one.
+static mi_segment_t* mi_segment_alloc(size_t required, mi_page_kind_t page_kind, size_t page_shift,
+                                      size_t page_alignment, size_t align_offset, mi_segments_tld_t* tld) {
+  mi_assert_internal((page_kind == MI_PAGE_HUGE) == (required > 0));
+  mi_assert_internal(page_kind != MI_PAGE_HUGE || page_shift == MI_SEGMENT_SHIFT);
+  const size_t capacity = (page_kind == MI_PAGE_HUGE ? 1 : MI_SEGMENT_SIZE >> page_shift);
+  size_t info_size;
+  size_t segment_size = mi_segment_size(capacity, required, &info_size);
+  // big alignment: the pointer handed out lies `ptr_ofs` into the segment,
+  // (segment + ptr_ofs + align_offset) % page_alignment == 0, and the block
+  // starts at it rounded down to 16 bytes (see _mi_segment_big_aligned_ofs)
+  size_t block_ofs = 0;
+  size_t os_offset = 0;
+  if (page_alignment > MI_ALIGNMENT_MAX_IN_SEGMENT) {
+    const size_t ptr_ofs = _mi_segment_big_aligned_ofs(align_offset);
+    mi_assert_internal(ptr_ofs != 0);   // (alloc-aligned.c refuses those offsets first)
+    if (ptr_ofs == 0) return NULL;
+    block_ofs = _mi_align_down(ptr_ofs, MI_MAX_ALIGN_SIZE);
+    mi_assert_internal(block_ofs >= info_size);
+    const size_t guard = mi_segment_guard_size();   // secure builds: the end guard right after the block
+    segment_size = (guard > 0 ? _mi_align_up(block_ofs + required + guard, guard) : _mi_align_up(block_ofs + required, MI_HUGE_SEGMENT_ROUND));
+    os_offset = (ptr_ofs + align_offset) % page_alignment;   // a multiple of the segment size (modulo 2^64: any offset)
+  }
+  // commit policy: a thread's first small/medium segments may commit page by page
+  const bool eager_delayed = (page_kind <= MI_PAGE_MEDIUM && tld->count < (size_t)mi_option_get(mi_option_eager_commit_delay));
+  const bool eager = !eager_delayed && (mi_option_get(mi_option_eager_commit) != 0);
+  const bool commit = eager || (page_kind >= MI_PAGE_LARGE);
+  const bool allow_fixed = (MI_SECURE == 0) && !eager_delayed;   // pinned large/huge OS pages (secure: guards need mprotect)
+  mi_segment_mem_t mem;
+  if (!mi_segment_mem_alloc(segment_size, info_size, page_kind, commit, allow_fixed, page_alignment, os_offset, &mem, tld)) return NULL;
+  return mi_segment_init(&mem, page_kind, page_shift, capacity, segment_size, info_size,
+                         (block_ofs != 0 ? mem.start + block_ofs : NULL), tld);
 }
 
 // Give a segment's memory back. The segment is no longer counted by any thread.
@@ -761,9 +814,9 @@ static void mi_segment_os_free(mi_segment_t* segment, bool purge_now, mi_stats_t
   // purged pages go back as plain region memory (the region purges it later);
   // a segment that committed page by page is made whole, so its memory goes
   // back fully committed and the next user commits nothing
-  if (segment->huge_purged) {   // counted (statistics row `reset`) by the thread that purged it
-    mi_page_unpurge_stat(segment, &segment->pages[0]);
-    segment->huge_purged = false;
+  if (segment->huge_purged != 0) {   // counted (statistics row `reset`) by the thread that purged it
+    mi_stat_decrease(NULL, reset, segment->huge_purged);
+    segment->huge_purged = 0;
   }
   bool whole = segment->mem_is_committed;
   for (size_t i = 0; i < segment->capacity; i++) {
@@ -786,20 +839,18 @@ static void mi_segment_os_free(mi_segment_t* segment, bool purge_now, mi_stats_t
       whole = true;
     }
   }
-  // the guards: a region block that goes back whole keeps them for the next
-  // segment of this kind there (secure builds; not huge segments, which
-  // span other sizes); memory mapped straight from the OS is unmapped with
-  // them; anything else is plain memory again for the region's next user
-  #if (MI_SECURE > 0)
+  // the guards (secure builds): a single region block that goes back whole
+  // keeps them for the next segment of this kind there (its word says so);
+  // memory mapped straight from the OS is unmapped with them; anything else
+  // is plain memory again for the region's next user
+  uint64_t word = 0;
   if (segment->guarded) {
-    const bool leave = (whole && segment->page_kind != MI_PAGE_HUGE && !segment->mem_is_fixed &&
-                        _mi_region_guards_leave(segment->memid, segment->mem_size, (size_t)segment->page_kind + 1, segment->guard_mask));
-    if (!leave && segment->memid.region_idx != 0) mi_segment_guards(segment, false);
+    if (whole && !segment->mem_is_fixed && segment->memid.region_idx != 0 && segment->mem_size == MI_SEGMENT_SIZE) word = mi_segment_guard_word(segment);
+    if (word == 0 && segment->memid.region_idx != 0) mi_segment_guards(segment, false);
   }
-  #endif
   mi_atomic_store_release(&segment->thread_id, 0);
   _mi_region_free(segment, segment->mem_size, segment->memid, whole,
-                  purge_now || mi_option_get(mi_option_segment_reset) != 0);
+                  purge_now || mi_option_get(mi_option_segment_reset) != 0, word);
 }
 
 static void mi_segment_free(mi_segment_t* segment, bool force, mi_segments_tld_t* tld) {
@@ -1116,17 +1167,18 @@ typedef struct mi_huge_pending_s {
 
 static mi_huge_pending_t mi_huge_pending[MI_HUGE_PENDING_SLOTS];   // (mi_huge_pending_next: the earliest expiry)
 
-// Purge the block of a huge segment (its owner does not free it meanwhile).
+// Purge the block of a huge segment (its owner does not free it meanwhile),
+// but for its first and last OS page: the block may sit on its owner heap's
+// delayed list, whose link is in its first word (or, in secure builds, in its
+// trailer at the end, with the state that tells a second free).
 static void mi_segment_huge_purge_now(mi_segment_t* segment) {
-  mi_page_t* page = &segment->pages[0];
   size_t psize;
-  uint8_t* start = _mi_segment_page_start(segment, page, 0, &psize, NULL);
-  const bool purged = _mi_os_purge(start, psize);
-  if (purged) segment->huge_purged = true;
-  #if (MI_PADDING > 0)
-  // the block's trailer says "free" again (a second free is then reported as one)
-  if (purged) mi_trailer_set_free(page, (mi_block_t*)start, mi_page_usable_block_size(page));
-  #endif
+  uint8_t* start = _mi_segment_page_start(segment, &segment->pages[0], 0, &psize, NULL);
+  const size_t os_page = _mi_os_page_size();
+  if (psize <= 2 * os_page) return;
+  start += os_page;
+  psize -= 2 * os_page;
+  if (_mi_os_purge(start, psize)) segment->huge_purged = _mi_os_inward_size(start, psize);
 }
 
 void _mi_segment_huge_page_purge(mi_segment_t* segment, mi_page_t* page, mi_block_t* block) {

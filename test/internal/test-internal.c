@@ -300,7 +300,8 @@ static int failed_commit_child(void) {
   for (int i = 0; i < 4 * MI_REGION_MAX && x == NULL; i++) {
     bool is_committed, is_large, is_zero;
     mi_memid_t memid;
-    void* p = _mi_region_alloc(MI_SEGMENT_SIZE, false, false, &is_committed, &is_large, &is_zero, &memid, tld);
+    uint64_t word;
+    void* p = _mi_region_alloc(MI_SEGMENT_SIZE, false, false, &is_committed, &is_large, &is_zero, &word, &memid, tld);
     if (p == NULL) return 10;
     if (memid.region_idx != 0 && memid.block_idx == 0 && !is_committed) { x = p; xid = memid; }
   }
@@ -308,7 +309,7 @@ static int failed_commit_child(void) {
   bool commit_zero;
   if (!_mi_os_commit(x, MI_SEGMENT_SIZE, &commit_zero)) return 13;
   memset(x, 0x5a, MI_SEGMENT_SIZE);
-  _mi_region_free(x, MI_SEGMENT_SIZE, xid, true, false);   // pending purge, after the delay
+  _mi_region_free(x, MI_SEGMENT_SIZE, xid, true, false, 0);   // pending purge, after the delay
   // with no room for more writable memory, a claim of two blocks (x and its
   // uncommitted neighbour, the first room in that region) cannot commit
   struct rlimit saved;
@@ -319,7 +320,8 @@ static int failed_commit_child(void) {
   if (setrlimit(RLIMIT_DATA, &limit) != 0) return 77;
   bool is_committed, is_large, is_zero;
   mi_memid_t memid;
-  void* p = _mi_region_alloc(2 * MI_SEGMENT_SIZE, true, false, &is_committed, &is_large, &is_zero, &memid, tld);
+  uint64_t word;
+  void* p = _mi_region_alloc(2 * MI_SEGMENT_SIZE, true, false, &is_committed, &is_large, &is_zero, &word, &memid, tld);
   setrlimit(RLIMIT_DATA, &saved);
   if (p != NULL) return 12;   // (the claim did not fail: the test does not test)
   // after the delay, a forced purge gives x back
