@@ -325,6 +325,7 @@ typedef enum mi_option_e {
   mi_option_prof_sample,            // heap profiler: mean bytes allocated between two samples (0: off)
   mi_option_stats_interval,         // milliseconds between JSON snapshots appended to MIMALLOC_STATS_FILE (0: none)
   mi_option_background_purge,       // a background thread performs due purges of freed segments without allocator calls (1: once the program has two threads; 2: in any process)
+  mi_option_orphan_heaps,           // a thread that ends leaves its heap, pages and segments to the next thread that starts (within reset_delay)
   _mi_option_last
 } mi_option_t;
 

@@ -512,12 +512,12 @@ static mi_decl_noinline bool mi_free_block_mt(mi_page_t* page, mi_block_t* block
   return true;
 }
 
-// A local free goes into a page of one of this thread's heaps (the segment's
+// A local free goes into a page of a heap this thread owns (the segment's
 // owner id is this thread's; a fork child never reuses a vanished thread's
-// id). (While a thread ends, its default heap is already the empty one.)
+// id): one of its own, or an orphan heap it abandons on the ended thread's
+// behalf (init.c).
 #define mi_assert_local_page(page) \
-  mi_assert_internal(mi_page_heap(page) == NULL || !mi_heap_is_initialized(mi_get_default_heap()) || \
-                     mi_page_heap(page)->tld == mi_get_default_heap()->tld)
+  mi_assert_internal(mi_page_heap(page) == NULL || mi_page_heap(page)->thread_id == _mi_thread_id())
 
 static inline void mi_free_block_local(mi_page_t* page, mi_block_t* block) {
   mi_assert_local_page(page);

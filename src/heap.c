@@ -82,6 +82,9 @@ static bool mi_heap_page_never_delayed_free(mi_heap_t* heap, mi_page_queue_t* pq
 static void mi_heap_collect_ex(mi_heap_t* heap, mi_collect_t collect) {
   if (heap == NULL || !mi_heap_is_initialized(heap)) return;
   _mi_deferred_free(heap, collect >= MI_FORCE);
+  // the heaps of ended threads that no thread took over (all, when forced:
+  // abandoned, so that the reclaim below takes them back)
+  if (collect != MI_ABANDON) _mi_orphans_collect(collect == MI_FORCE);
 
   // a forced collect of a backing heap takes back all abandoned segments
   if (collect == MI_FORCE && mi_heap_is_backing(heap)) {
@@ -103,6 +106,22 @@ static void mi_heap_collect_ex(mi_heap_t* heap, mi_collect_t collect) {
   _mi_region_collect(collect >= MI_FORCE, collect == MI_FORCE);
   // (a purge of the background thread held some blocks meanwhile: again, once it is done)
   if (collect == MI_FORCE && _mi_housekeeping_await()) _mi_region_collect(true, true);
+}
+
+static bool mi_heap_page_set_owner(mi_heap_t* heap, mi_page_queue_t* pq, mi_page_t* page, void* arg1, void* arg2) {
+  (void)heap; (void)pq; (void)arg2;
+  _mi_segment_set_owner(_mi_page_segment(page), *(const uintptr_t*)arg1);
+  return true;
+}
+
+// The backing heap of a thread that ends (or another thread taking it over):
+// it and every segment it has pages in, or keeps otherwise, get owner id
+// `owner` (an orphan heap's, or the new thread's).
+void _mi_heap_set_owner(mi_heap_t* heap, uintptr_t owner) {
+  mi_assert_internal(mi_heap_is_backing(heap) && heap->tld->heaps == heap);
+  heap->thread_id = owner;
+  mi_heap_visit_pages(heap, &mi_heap_page_set_owner, &owner, NULL);
+  _mi_segments_set_owner(&heap->tld->segments, owner);
 }
 
 void _mi_heap_collect_abandon(mi_heap_t* heap) {

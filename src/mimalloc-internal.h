@@ -65,6 +65,8 @@ size_t     _mi_thread_live_count(void);      // threads with an initialised heap
 bool       _mi_housekeeping_enter(void);     // a section that holds region blocks or abandoned segments for a moment (false: a fork is under way, skip it)
 void       _mi_housekeeping_leave(void);
 bool       _mi_housekeeping_await(void);     // wait for other threads' sections; true if it waited
+void       _mi_orphans_collect(bool force);  // abandon the orphan heaps that waited their delay (all: forced)
+int64_t    _mi_orphans_next(void);           // when the next orphan heap is due (0: none)
 void       _mi_heap_set_default_direct(mi_heap_t* heap);
 
 // stats.c
@@ -184,6 +186,8 @@ void       _mi_segment_huge_page_free(mi_segment_t* segment, mi_page_t* page, mi
 void       _mi_segment_huge_page_purge(mi_segment_t* segment, mi_page_t* page, mi_block_t* block);
 uintptr_t  _mi_segment_await_abandon(const mi_segment_t* segment, uintptr_t owner, bool* gave_up);
 void       _mi_segments_fork_child(void);
+void       _mi_segment_set_owner(mi_segment_t* segment, uintptr_t owner);
+void       _mi_segments_set_owner(mi_segments_tld_t* tld, uintptr_t owner);   // the segments the thread keeps outside its heaps' pages
 
 // purge-thread.c
 extern _Atomic(uintptr_t) _mi_purger_state;
@@ -220,6 +224,7 @@ mi_page_t* _mi_huge_page_alloc(mi_heap_t* heap, size_t size, size_t page_alignme
 // heap.c
 void       _mi_heap_destroy_pages(mi_heap_t* heap);
 void       _mi_heap_collect_abandon(mi_heap_t* heap);
+void       _mi_heap_set_owner(mi_heap_t* heap, uintptr_t owner);
 void       _mi_heap_init_from(mi_heap_t* heap, mi_tld_t* tld, mi_heap_t* parent);
 
 // alloc.c

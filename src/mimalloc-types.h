@@ -224,8 +224,13 @@ typedef struct mi_padding_s {
 // a thread control block address: never 1).
 #define MI_THREAD_ID_VANISHED             ((uintptr_t)1)
 
-// Thread metadata blocks kept for reuse by new threads.
+// The owner id of the heap and segments of a thread that ended and left them
+// for the next thread that starts (init.c, "Orphan heaps"; never a thread id).
+#define MI_THREAD_ID_ORPHAN               ((uintptr_t)2)
+
+// Thread metadata blocks kept for reuse by new threads, and orphan heaps.
 #define MI_TD_CACHE_SIZE                  (32)
+#define MI_ORPHAN_MAX                     (32)
 
 
 // ------------------------------------------------------
@@ -509,6 +514,7 @@ typedef struct mi_segments_tld_s {
 // Per-thread data shared by all heaps of a thread.
 struct mi_tld_s {
   unsigned long long heartbeat;        // slow-path events so far
+  int64_t            orphan_expire;    // an orphan heap: when it is abandoned if no thread took it over (ms)
   bool               recurse;          // inside the deferred-free hook
   mi_heap_t*         heap_backing;     // the thread's first heap; lives until thread exit
   mi_heap_t*         heaps;            // all heaps of this thread

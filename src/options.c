@@ -84,6 +84,7 @@ static mi_option_desc_t options[_mi_option_last] = {
   { 0, MI_UNINIT, MI_OPTION(prof_sample), MI_RANGE(0, LONG_MAX) }, // heap profiler: mean bytes between samples (0: off)
   { 0, MI_UNINIT, MI_OPTION(stats_interval), MI_RANGE(0, MI_RESET_DELAY_MAX) }, // milliseconds between JSON snapshots to stats_file (0: none)
   { 1, MI_UNINIT, MI_OPTION(background_purge), 0, 2, "always", 2 },   // a thread purges freed segments when due, without allocator calls (1: in multi-threaded programs; 2, always: in any)
+  { 0, MI_UNINIT, MI_OPTION(orphan_heaps), MI_BOOL },        // a thread that ends leaves its heap to the next thread that starts (within reset_delay)
 };
 
 // Options with a text value (file names): read from the environment only,

@@ -77,11 +77,12 @@ static bool mi_purger_allowed(void) {
 
 // The earliest pending expiry of the process-wide purges (0: none).
 static int64_t mi_purger_next_due(void) {
-  const int64_t a = _mi_region_purge_next();
-  const int64_t b = _mi_segments_purge_next();
-  if (a == 0) return b;
-  if (b == 0) return a;
-  return (a < b ? a : b);
+  int64_t next = 0;
+  const int64_t due[3] = { _mi_region_purge_next(), _mi_segments_purge_next(), _mi_orphans_next() };
+  for (size_t i = 0; i < 3; i++) {
+    if (due[i] != 0 && (next == 0 || due[i] < next)) next = due[i];
+  }
+  return next;
 }
 
 static void mi_purger_main(void* arg) {
@@ -90,6 +91,7 @@ static void mi_purger_main(void* arg) {
     const size_t live = _mi_thread_live_count();
     int64_t next = 0;
     if (live > 0 && mi_purger_enabled()) {
+      _mi_orphans_collect(false);
       _mi_segments_try_purge();
       _mi_region_try_purge();
       next = mi_purger_next_due();

@@ -1564,6 +1564,24 @@ void _mi_segments_fork_child(void) {
   _mi_segment_map_visit(&mi_segment_fork_child, NULL);
 }
 
+// ---------------------------------------------------------------------------
+// Owner changes of a whole thread's segments (orphan heaps, init.c)
+// ---------------------------------------------------------------------------
+
+void _mi_segment_set_owner(mi_segment_t* segment, uintptr_t owner) {
+  mi_atomic_store_release(&segment->thread_id, owner);
+}
+
+// The segments a thread keeps without pages in its heaps: those in its free
+// queues and purge list have pages in use too (set through the heap), the
+// cached ones have none.
+void _mi_segments_set_owner(mi_segments_tld_t* tld, uintptr_t owner) {
+  for (mi_segment_t* s = tld->small_free.first; s != NULL; s = s->next) _mi_segment_set_owner(s, owner);
+  for (mi_segment_t* s = tld->medium_free.first; s != NULL; s = s->next) _mi_segment_set_owner(s, owner);
+  for (mi_segment_t* s = tld->purge.first; s != NULL; s = s->purge_next) _mi_segment_set_owner(s, owner);
+  for (mi_segment_t* s = tld->cache; s != NULL; s = s->next) _mi_segment_set_owner(s, owner);
+}
+
 // Is p inside one of our segments? Constant time through the segment map; a
 // pointer beyond the first 4 MiB of a huge block is not recognised.
 bool mi_is_in_heap_region(const void* p) mi_attr_noexcept {

@@ -9,6 +9,7 @@
 #include <gtest/gtest.h>
 #include <mimalloc.h>
 
+#include <algorithm>
 #include <atomic>
 #include <thread>
 #include <vector>
@@ -237,4 +238,54 @@ TEST(Threads, BigAlignedBlockFreedByAnotherThreadWhileTheOwnerLives) {
     ASSERT_NE(again, nullptr);
     mi_free(again);
   }
+}
+
+// MIMALLOC_ORPHAN_HEAPS: a thread that ends leaves its heap, pages and free
+// lists included, to the next thread that starts, which allocates from the
+// same pages (the blocks the ended thread freed) instead of abandoning its
+// segments and starting anew. Without the option its segment is abandoned.
+namespace {
+struct OrphanRun {
+  size_t abandoned;                 // segments abandoned meanwhile
+  bool   reused;                    // the second thread allocated from the first one's page
+};
+
+size_t abandoned_total() {
+  mi_stats_snapshot_t st;
+  mi_stats_get(sizeof(st), &st);
+  return (size_t)st.segments_abandoned.allocated;
+}
+
+OrphanRun end_a_thread_and_start_one() {
+  void* kept = nullptr;
+  const size_t before = abandoned_total();
+  std::thread([&] {
+    std::vector<void*> blocks;
+    for (int i = 0; i < 200; i++) blocks.push_back(mi_malloc(dyn(72)));
+    kept = blocks[0];   // keeps the page, and its segment, in use
+    for (size_t i = 1; i < blocks.size(); i++) mi_free(blocks[i]);
+  }).join();
+  bool reused = false;
+  std::thread([&] {
+    void* p = mi_malloc(dyn(72));
+    reused = ((uintptr_t)p >> 16 == (uintptr_t)kept >> 16);   // (small pages are the 64 KiB units of a segment)
+    mi_free(p);
+  }).join();
+  OrphanRun r{ abandoned_total() - before, reused };
+  mi_free(kept);
+  return r;
+}
+}  // namespace
+
+TEST(Threads, OrphanHeapsHandAnEndedThreadsHeapToTheNextThread) {
+  const long saved = mi_option_get(mi_option_orphan_heaps);
+  mi_option_enable(mi_option_orphan_heaps);
+  const OrphanRun on = end_a_thread_and_start_one();
+  mi_option_disable(mi_option_orphan_heaps);
+  mi_collect(true);   // (orphans still waiting are abandoned and taken back)
+  const OrphanRun off = end_a_thread_and_start_one();
+  mi_option_set(mi_option_orphan_heaps, saved);
+  EXPECT_EQ(on.abandoned, 0u);
+  EXPECT_TRUE(on.reused);
+  EXPECT_GE(off.abandoned, 1u);   // (the case is tested: without the option the segment is abandoned)
 }

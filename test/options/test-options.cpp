@@ -72,6 +72,7 @@ const OptionInfo kOptions[] = {
   { mi_option_prof_sample,          "prof_sample",           0,   0, LONG_MAX },
   { mi_option_stats_interval,       "stats_interval",        0,   0, kDay },
   { mi_option_background_purge,     "background_purge",      1,   0, 2 },
+  { mi_option_orphan_heaps,         "orphan_heaps",          0,   0, 1 },
 };
 constexpr size_t kOptionCount = sizeof(kOptions) / sizeof(kOptions[0]);
 static_assert(kOptionCount == (size_t)_mi_option_last, "every option is listed");
