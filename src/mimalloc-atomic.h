@@ -27,7 +27,6 @@
 #define mi_atomic_sub_acq_rel(p,x)               mi_atomic(fetch_sub)(p, x, mi_memory_order(acq_rel))
 #define mi_atomic_or_acq_rel(p,x)                mi_atomic(fetch_or)(p, x, mi_memory_order(acq_rel))
 #define mi_atomic_and_acq_rel(p,x)               mi_atomic(fetch_and)(p, x, mi_memory_order(acq_rel))
-#define mi_atomic_or_relaxed(p,x)                mi_atomic(fetch_or)(p, x, mi_memory_order(relaxed))
 
 // CAS: on failure `*expected` receives the current value.
 #define mi_atomic_cas_weak_release(p,expected,desired) \

@@ -609,13 +609,6 @@ static inline bool mi_page_immediate_available(const mi_page_t* page) {
   return (page->free != NULL);
 }
 
-// More than 7/8 of the page is in use (do not keep it in the search queue).
-static inline bool mi_page_mostly_used(const mi_page_t* page) {
-  if (page == NULL) return true;
-  uint16_t frac = page->reserved / 8U;
-  return (page->reserved - page->used <= frac);
-}
-
 static inline uint8_t mi_page_flags(const mi_page_t* page) {
   return mi_atomic_load_relaxed(&((mi_page_t*)page)->xflags);
 }

@@ -199,7 +199,7 @@ typedef struct mi_padding_s {
 
 #define MI_RECLAIM_TRIES                  (8)       // abandoned segments inspected per fresh-page request
 #define MI_RECLAIM_FORCE_VISITS           (3)       // a segment passed over this often is reclaimed anyway
-#define MI_PURGE_DELAY_MAX                ((int64_t)1 << 40)  // ms (35 years): reset_delay is capped to it, so clock + delay never overflows
+#define MI_PURGE_DELAY_MAX                ((int64_t)24 * 3600 * 1000)  // ms (a day): the range of reset_delay, and the cap of a value set at run time
 #define MI_ABANDON_AWAIT_MAX              (4096)    // yields a remote free waits for an owner abandoning a multi-page segment outside the abandoned set
 
 // Regions: the process-wide memory layer.

@@ -55,7 +55,7 @@ typedef struct mi_option_desc_s {
 #define MI_RANGE(lo,hi) lo, hi, NULL, 0       // a range of integers, no extra word
 #define MI_BOOL         MI_RANGE(0, 1)        // the range of an on/off option
 #define MI_COUNT        MI_RANGE(0, (1L << 30)) // a count (segments, pages, nodes)
-#define MI_RESET_DELAY_MAX  (24L * 3600 * 1000)   // a day, in milliseconds
+#define MI_DAY_MSECS        (24L * 3600 * 1000)   // a day, in milliseconds
 
 static mi_option_desc_t options[_mi_option_last] = {
   // show error and warning messages (on by default in debug builds)
@@ -76,13 +76,13 @@ static mi_option_desc_t options[_mi_option_last] = {
   { 0, MI_UNINIT, MI_OPTION(abandoned_page_reset), MI_BOOL }, // purge free pages of abandoned segments at once, not after the delay
   { 0, MI_UNINIT, MI_OPTION(segment_reset), MI_BOOL },        // purge freed segments now (no delay)
   { 1, MI_UNINIT, MI_OPTION(eager_commit_delay), MI_COUNT },  // first N segments commit page by page
-  { 100, MI_UNINIT, MI_OPTION(reset_delay), MI_RANGE(0, MI_RESET_DELAY_MAX) }, // milliseconds before a purge
+  { 100, MI_UNINIT, MI_OPTION(reset_delay), MI_RANGE(0, (long)MI_PURGE_DELAY_MAX) }, // milliseconds before a purge
   { 0, MI_UNINIT, MI_OPTION(use_numa_nodes), MI_RANGE(0, 1024) },       // NUMA nodes to use (0: detect); regions prefer the creating thread's node
   { 100, MI_UNINIT, MI_OPTION(os_tag), MI_RANGE(100, 255) },            // macOS VM tag: no effect on Linux (as in 1.6)
   { 16, MI_UNINIT, MI_OPTION(max_errors), MI_RANGE(-1, LONG_MAX) },     // messages printed at most (-1: no limit)
   { 0, MI_UNINIT, MI_OPTION(secure_continue), MI_BOOL },      // secure builds: misuse is reported, not fatal
   { 0, MI_UNINIT, MI_OPTION(prof_sample), MI_RANGE(0, LONG_MAX) }, // heap profiler: mean bytes between samples (0: off)
-  { 0, MI_UNINIT, MI_OPTION(stats_interval), MI_RANGE(0, MI_RESET_DELAY_MAX) }, // milliseconds between JSON snapshots to stats_file (0: none)
+  { 0, MI_UNINIT, MI_OPTION(stats_interval), MI_RANGE(0, MI_DAY_MSECS) }, // milliseconds between JSON snapshots to stats_file (0: none)
   { 1, MI_UNINIT, MI_OPTION(background_purge), 0, 2, "always", 2 },   // a thread purges freed segments when due, without allocator calls (1: in multi-threaded programs; 2, always: in any)
   { 0, MI_UNINIT, MI_OPTION(orphan_heaps), MI_BOOL },        // a thread that ends leaves its heap to the next thread that starts (within reset_delay)
 };
@@ -161,8 +161,9 @@ void mi_option_set_default(mi_option_t option, long value) {
   }
 }
 
-// The purge delay (option reset_delay) in ms, from 0 to MI_PURGE_DELAY_MAX:
-// every expiry is then `clock + delay` in 64 bits, without overflow.
+// The purge delay (option reset_delay) in ms, from 0 to MI_PURGE_DELAY_MAX
+// (also for a value set at run time, which the environment's range does not
+// check): every expiry `clock + delay` stays far from overflowing.
 int64_t _mi_purge_delay(void) {
   const long delay = mi_option_get(mi_option_reset_delay);
   if (delay <= 0) return 0;
