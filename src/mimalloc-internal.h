@@ -176,6 +176,7 @@ void       _mi_segment_map_freed_at(const mi_segment_t* segment);
 bool       _mi_segment_map_contains(const void* segment);
 void       _mi_segment_map_visit(void (*fn)(mi_segment_t* segment, void* arg), void* arg);        // (nothing may free segments meanwhile)
 void       _mi_segment_map_visit_held(void (*fn)(mi_segment_t* segment, void* arg), void* arg);   // while other threads run: each segment held during its call
+void       _mi_segment_map_fork_child(void);
 
 // segment.c
 #define _mi_segments_tld_stats(tld)  (((mi_tld_t*)((uint8_t*)(tld) - offsetof(mi_tld_t, segments)))->stats)

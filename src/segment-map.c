@@ -113,6 +113,12 @@ static void mi_segment_map_visit_all(void (*fn)(mi_segment_t* segment, void* arg
   }
 }
 
+// In a forked child: a held visit of a thread that does not exist there holds nothing.
+void _mi_segment_map_fork_child(void) {
+  mi_atomic_store_relaxed(&mi_segment_map_held, 0);
+  mi_atomic_store_release(&mi_segment_map_visiting, 0);
+}
+
 // Call `fn` for every segment in the map. Only safe where no other thread can
 // free segments meanwhile (the child of a fork runs it with one thread).
 void _mi_segment_map_visit(void (*fn)(mi_segment_t* segment, void* arg), void* arg) {

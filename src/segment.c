@@ -1760,12 +1760,10 @@ static mi_decl_no_tsan void mi_segment_usage_visit(mi_segment_t* segment, void* 
 // are still resident, and the huge blocks' bytes from the statistics.
 void _mi_segments_usage(mi_usage_t* usage) {
   memset(usage, 0, sizeof(*usage));
-  while (!_mi_housekeeping_enter()) mi_atomic_yield();   // (a fork is under way: it ends soon)
   mi_prim_sigmask_t saved;
   _mi_prim_thread_signals_block(&saved);   // (a handler that freed a held segment would wait for itself)
-  _mi_segment_map_visit_held(&mi_segment_usage_visit, usage);
+  _mi_segment_map_visit_held(&mi_segment_usage_visit, usage);   // (no housekeeping section: it takes no lock, and a forked child lets go of what it held)
   _mi_prim_thread_signals_restore(&saved);
-  _mi_housekeeping_leave();
   size_t region_free = 0, region_releasable = 0;
   _mi_regions_usage(&region_free, &region_releasable);
   usage->arena += region_free;
@@ -1814,6 +1812,7 @@ static void mi_segment_fork_child(mi_segment_t* segment, void* arg) {
 }
 
 void _mi_segments_fork_child(void) {
+  _mi_segment_map_fork_child();   // (a visit of a thread the child does not have holds nothing there)
   _mi_segment_map_visit(&mi_segment_fork_child, NULL);
 }
 
