@@ -167,7 +167,8 @@ static void test_mallinfo_huge_and_saturation(void** state) {
   const struct mallinfo2 m1 = mallinfo2();
   assert_consistent(&m1);
   assert_int_equal(m1.hblks, m0.hblks + 1);
-  assert_true(m1.hblkhd >= m0.hblkhd + 16 * MiB && m1.hblkhd <= m0.hblkhd + 17 * MiB);
+  // (a huge block is rounded up by 12.5% at most, plus the segment header; debug builds add a trailer)
+  assert_true(m1.hblkhd >= m0.hblkhd + 16 * MiB && m1.hblkhd <= m0.hblkhd + 16 * MiB + 2 * MiB + MiB);
   assert_true(m1.uordblks < m0.uordblks + MiB);
   if (mi_stats_get != NULL) {
     mi_stats_snapshot_t st;
