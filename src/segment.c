@@ -1747,7 +1747,14 @@ static mi_decl_no_tsan void mi_segment_usage_visit(mi_segment_t* segment, void* 
     const size_t reserved = page->reserved;
     size_t live = page->used;
     #if MI_TF_COUNTED
-    const size_t remote = (size_t)(mi_atomic_load_relaxed(&((mi_page_t*)page)->xthread_free) >> MI_TF_COUNT_SHIFT);
+    #if defined(MI_TSAN)
+    // (a plain read: an atomic one would still be instrumented, and it races
+    // with the owner's memset of a descriptor it clears, a plain write)
+    const uintptr_t tf = *(const volatile uintptr_t*)&page->xthread_free;
+    #else
+    const uintptr_t tf = mi_atomic_load_relaxed(&((mi_page_t*)page)->xthread_free);
+    #endif
+    const size_t remote = (size_t)(tf >> MI_TF_COUNT_SHIFT);
     live = (live > remote ? live - remote : 0);   // freed by other threads, not collected yet
     #endif
     if (live > reserved) live = reserved;          // (read while it changed)
