@@ -26,6 +26,14 @@
 #define mi_decl_thread          __thread
 #endif
 
+// A function whose reads of other threads' plain fields are benign races on
+// purpose: ThreadSanitizer does not instrument it (segment.c, usage figures).
+#if defined(MI_TSAN)
+#define mi_decl_no_tsan    __attribute__((no_sanitize("thread")))
+#else
+#define mi_decl_no_tsan
+#endif
+
 #if defined(__GNUC__)
 #define mi_unlikely(x)     __builtin_expect(!!(x), 0)
 #define mi_likely(x)       __builtin_expect(!!(x), 1)
@@ -82,6 +90,7 @@ void       _mi_stats_interval_tick(void);                   // JSON snapshot to 
 void       _mi_stats_process_init(void);                    // start the snapshot writer thread if asked for
 size_t     _mi_stats_json_of(const mi_stats_snapshot_t* st, char* buf, size_t size);   // the JSON: its length (as snprintf)
 int64_t    _mi_clock_start(void);
+int64_t    _mi_stats_released(void);   // bytes purged or unmapped so far (grows when memory goes back)
 
 // prof.c
 #define MI_PROF_UNARMED  (INT64_MIN / 2)   // prof_countdown of a new heap: the first allocation arms it
@@ -153,6 +162,7 @@ void       _mi_region_try_purge(void);
 int64_t    _mi_region_purge_next(void);    // earliest pending region purge (0: none)
 size_t     _mi_region_slots(void);
 uint8_t*   _mi_region_start(size_t idx);
+void       _mi_regions_usage(size_t* free_resident, size_t* releasable);   // freed blocks that may be resident (bytes), and those a purge returns
 
 // abandoned.c
 void       _mi_abandoned_push(mi_segment_t* segment);
@@ -166,7 +176,9 @@ size_t     _mi_abandoned_count(void);
 bool       _mi_segment_map_allocated_at(const mi_segment_t* segment);   // false: above the covered range
 void       _mi_segment_map_freed_at(const mi_segment_t* segment);
 bool       _mi_segment_map_contains(const void* segment);
-void       _mi_segment_map_visit(void (*fn)(mi_segment_t* segment, void* arg), void* arg);
+void       _mi_segment_map_visit(void (*fn)(mi_segment_t* segment, void* arg), void* arg);        // (nothing may free segments meanwhile)
+void       _mi_segment_map_visit_held(void (*fn)(mi_segment_t* segment, void* arg), void* arg);   // while other threads run: each segment held during its call
+void       _mi_segment_map_fork_child(void);
 
 // segment.c
 #define _mi_segments_tld_stats(tld)  (((mi_tld_t*)((uint8_t*)(tld) - offsetof(mi_tld_t, segments)))->stats)
@@ -188,6 +200,9 @@ uintptr_t  _mi_segment_await_abandon(const mi_segment_t* segment, uintptr_t owne
 void       _mi_segments_fork_child(void);
 void       _mi_segment_set_owner(mi_segment_t* segment, uintptr_t owner);
 void       _mi_segments_set_owner(mi_segments_tld_t* tld, uintptr_t owner);   // the segments the thread keeps outside its heaps' pages
+size_t     _mi_segments_trim(void);          // purge the free pages of every thread's segments: the bytes purged
+void       _mi_segments_usage(mi_usage_t* usage);   // the mallinfo figures
+void       _mi_segment_huge_release_at(size_t min_size);   // huge blocks of at least this size go back at once when freed
 
 // purge-thread.c
 extern _Atomic(uintptr_t) _mi_purger_state;

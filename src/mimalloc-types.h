@@ -338,9 +338,16 @@ typedef struct mi_memid_s {
 } mi_memid_t;
 
 // A segment: 4 MiB aligned, header + page descriptors at the start.
-// Invariants: used <= capacity; abandoned <= used; thread_id == 0 iff abandoned.
+// Invariants: used <= capacity; abandoned <= used; thread_id == 0 iff abandoned;
+// free_mask has bit i iff !pages[i].segment_in_use.
 // The header is only touched by the owner, except thread_id (atomic, CAS by
-// reclaimers) and the fields read-only after creation (kind, shift, sizes, memid).
+// reclaimers), the fields read-only after creation (kind, shift, sizes, memid),
+// and the page-level state a trimmer may purge (segment.c, "Trim"): free_mask,
+// the committed and purged bits of free pages, and trim_purged are read and
+// written only while holding trim_lock (the owner takes it around claims,
+// clears and purges of pages; any thread's trim around its purge).
+// (Packed so that a huge segment's header stays within 256 bytes in release
+// builds: the big-alignment offsets depend on it.)
 typedef struct mi_segment_s {
   mi_memid_t memid;             // where the memory came from
   size_t     mem_size;          // bytes mapped (>= segment_size for big-aligned segments)
@@ -349,6 +356,8 @@ typedef struct mi_segment_s {
   uint8_t    huge_fresh;        // huge: a mi_huge_fresh_t
   uint8_t    huge_pending;      // huge: 1 + the slot of its pending purge (another thread freed the block; written before it hands the block back), 0: none
   bool       guarded;           // secure builds: the header's and the segment end's guards are installed
+  uint8_t    page_kind;         // a mi_page_kind_t
+  uint8_t    page_shift;        // log2 of the page size (16, 19 or 22)
   size_t     huge_purged;       // huge: bytes of its block purged while in use (another thread freed it), counted in `reset` until the segment goes; set by the thread that purges, before the owner may free the segment
   uint64_t   guard_mask;        // secure level >= 2, small/medium: pages whose end guard is installed (bit i: pages[i])
 
@@ -356,23 +365,35 @@ typedef struct mi_segment_s {
   struct mi_segment_s* prev;
 
   size_t     abandoned;         // pages abandoned (no heap) among the used ones
-  size_t     abandoned_visits;  // times inspected for reclaim without being taken
+  uint32_t   abandoned_visits;  // times inspected for reclaim without being taken
+  uint32_t   capacity;          // number of pages
   size_t     used;              // pages in use
-  size_t     capacity;          // number of pages
   size_t     segment_size;      // segment bytes (4 MiB, or more for huge)
   size_t     segment_info_size; // header bytes before page 0's area
   uintptr_t  cookie;            // segment address ^ process key, checked in debug builds
   uint8_t*   aligned_block;     // big-alignment huge segment: the block start (else NULL)
 
-  size_t     page_shift;        // log2 of the page size (16, 19 or 22)
   uint64_t   purge_mask;        // unused pages whose delayed purge is pending (bit i: pages[i])
   int64_t    purge_expire;      // earliest expiry among them (ms); 0 iff purge_mask == 0
   struct mi_segment_s* purge_next;  // the owner's list of segments with pending purges
   struct mi_segment_s* purge_prev;
   _Atomic(uintptr_t) thread_id; // owner thread, 0 when abandoned
-  mi_page_kind_t page_kind;
+  _Atomic(uintptr_t) trim_lock; // the thread id of whoever changes or purges page-level state now, 0: nobody
+  uint64_t   free_mask;         // pages not in use (bit i: pages[i]; under trim_lock)
+  uint64_t   trim_purged;       // free pages a trim purged, not yet marked is_purged by the owner (under trim_lock)
   mi_page_t  pages[1];          // `capacity` descriptors (the first one inline)
 } mi_segment_t;
+
+// The process's memory as glibc's mallinfo tells it (segment.c,
+// _mi_segments_usage; alloc-glibc.c maps it to the struct). Bytes.
+typedef struct mi_usage_s {
+  size_t arena;        // small-object memory: segments of small, medium and large pages, and freed region blocks still resident
+  size_t in_use;       // bytes of the blocks in use in them
+  size_t free_chunks;  // pages with room: free pages, and pages in use with free blocks
+  size_t releasable;   // free memory in them that a trim gives back (resident free pages and freed blocks)
+  size_t huge_count;   // huge blocks (over 2 MiB, a segment each)
+  size_t huge;         // their bytes
+} mi_usage_t;
 
 // ------------------------------------------------------
 // Heaps

@@ -688,3 +688,24 @@ uint8_t* _mi_region_start(size_t idx) {
   mi_assert_internal(idx < MI_REGION_MAX);
   return (uint8_t*)mi_atomic_load_acquire(&regions[idx].start);
 }
+
+// ---------------------------------------------------------------------------
+// Usage (mallinfo: segment.c)
+// ---------------------------------------------------------------------------
+
+// Bytes of freed region blocks that may still be resident (dirty: used and
+// not purged since), and the part of them a purge gives back (not in fixed
+// large or huge OS pages, which are never purged).
+void _mi_regions_usage(size_t* free_resident, size_t* releasable) {
+  *free_resident = 0;
+  *releasable = 0;
+  const size_t count = mi_atomic_load_acquire(&regions_count);
+  for (size_t i = 0; i < count; i++) {
+    const mem_region_t* region = &regions[i];
+    if (mi_atomic_load_acquire(&region->state) != MI_REGION_LIVE) continue;
+    const uintptr_t free_dirty = mi_atomic_load_relaxed(&region->dirty) & ~mi_atomic_load_relaxed(&region->in_use);
+    const size_t bytes = mi_popcount(free_dirty) * MI_SEGMENT_SIZE;
+    *free_resident += bytes;
+    if (mi_atomic_load_relaxed(&region->is_large) == 0) *releasable += bytes;
+  }
+}

@@ -22,6 +22,19 @@
   Alternatives rejected: a linear scan of the regions (1.6: slow, and blind
   to segments mapped straight from the OS), a hash set (needs a lock or a
   lock-free table for a bit of information per 4 MiB).
+
+  Held visits (_mi_segment_map_visit_held): a thread that reads or purges
+  other threads' segments (a trim, the mallinfo figures: segment.c) must not
+  touch a segment its owner frees meanwhile: a freed segment's memory goes
+  back to its region (and is soon another segment, or the inside of a huge
+  block) or to the OS. So the visitor announces the segment it is about to
+  touch in one process-wide word, then checks that the map still has it; a
+  thread that frees a segment clears the segment's bit, then waits while the
+  word names it (a hazard pointer with one slot: one visit at a time). A held
+  segment is therefore neither unmapped nor reused until the visitor moves
+  on. It costs a segment free one fence and one load, and nothing else. (A
+  region-level guard was rejected: it would not cover the segments mapped
+  straight from the OS, and it needs a lock that frees of regions take.)
 -----------------------------------------------------------------------------*/
 #include "mimalloc-internal.h"
 
@@ -53,9 +66,17 @@ bool _mi_segment_map_allocated_at(const mi_segment_t* segment) {
   return true;
 }
 
+static _Atomic(uintptr_t) mi_segment_map_held;       // the segment a held visit touches now (0: none)
+static _Atomic(uintptr_t) mi_segment_map_visiting;   // 1 while a held visit is under way
+
+// The segment is no longer ours: clear its bit, then wait until no visitor
+// holds it (after that nobody else reads or writes it).
 void _mi_segment_map_freed_at(const mi_segment_t* segment) {
   size_t idx; uintptr_t bit;
-  if (mi_segment_map_index(segment, &idx, &bit)) mi_atomic_and_acq_rel(&mi_segment_map[idx], ~bit);
+  if (!mi_segment_map_index(segment, &idx, &bit)) return;
+  mi_atomic_and_acq_rel(&mi_segment_map[idx], ~bit);
+  mi_atomic_fence_seq_cst();   // pairs with the fence in mi_segment_map_hold
+  while (mi_atomic_load_acquire(&mi_segment_map_held) == (uintptr_t)segment) mi_atomic_yield();
 }
 
 bool _mi_segment_map_contains(const void* segment) {
@@ -65,9 +86,14 @@ bool _mi_segment_map_contains(const void* segment) {
   return ((mi_atomic_load_acquire(&mi_segment_map[idx]) & bit) != 0);
 }
 
-// Call `fn` for every segment in the map. Only safe where no other thread can
-// free segments meanwhile (the child of a fork runs it with one thread).
-void _mi_segment_map_visit(void (*fn)(mi_segment_t* segment, void* arg), void* arg) {
+// Announce `segment` as held, and check that it is still ours.
+static bool mi_segment_map_hold(mi_segment_t* segment) {
+  mi_atomic_store_release(&mi_segment_map_held, (uintptr_t)segment);
+  mi_atomic_fence_seq_cst();   // pairs with the fence in _mi_segment_map_freed_at
+  return _mi_segment_map_contains(segment);
+}
+
+static void mi_segment_map_visit_all(void (*fn)(mi_segment_t* segment, void* arg), void* arg, bool held) {
   for (size_t s = 0; s < sizeof(mi_segment_map_summary) / sizeof(mi_segment_map_summary[0]); s++) {
     uintptr_t lines = mi_atomic_load_acquire(&mi_segment_map_summary[s]);
     while (lines != 0) {
@@ -78,9 +104,39 @@ void _mi_segment_map_visit(void (*fn)(mi_segment_t* segment, void* arg), void* a
         while (map != 0) {
           const uintptr_t unit = idx * MI_INTPTR_BITS + mi_ctz(map);
           map &= map - 1;
-          fn((mi_segment_t*)(unit << MI_SEGMENT_SHIFT), arg);
+          mi_segment_t* const segment = (mi_segment_t*)(unit << MI_SEGMENT_SHIFT);
+          if (held && !mi_segment_map_hold(segment)) continue;   // freed meanwhile
+          fn(segment, arg);
         }
       }
     }
   }
+}
+
+// In a forked child: a held visit of a thread that does not exist there holds nothing.
+void _mi_segment_map_fork_child(void) {
+  mi_atomic_store_relaxed(&mi_segment_map_held, 0);
+  mi_atomic_store_release(&mi_segment_map_visiting, 0);
+}
+
+// Call `fn` for every segment in the map. Only safe where no other thread can
+// free segments meanwhile (the child of a fork runs it with one thread).
+void _mi_segment_map_visit(void (*fn)(mi_segment_t* segment, void* arg), void* arg) {
+  mi_segment_map_visit_all(fn, arg, false);
+}
+
+// Call `fn` for every segment of the map while other threads run: each
+// segment is held during its call (neither freed nor reused; its owner may
+// go on using it). One such visit at a time: a second one waits. The
+// caller blocks this thread's signals meanwhile (a handler that freed the
+// held segment would wait for itself).
+void _mi_segment_map_visit_held(void (*fn)(mi_segment_t* segment, void* arg), void* arg) {
+  uintptr_t expected = 0;
+  while (!mi_atomic_cas_strong_acq_rel(&mi_segment_map_visiting, &expected, 1)) {
+    expected = 0;
+    mi_atomic_yield();
+  }
+  mi_segment_map_visit_all(fn, arg, true);
+  mi_atomic_store_release(&mi_segment_map_held, 0);
+  mi_atomic_store_release(&mi_segment_map_visiting, 0);
 }

@@ -32,6 +32,15 @@
   Big alignments (> 2 MiB): a huge segment whose block holds the pointer
   handed out in its first unit, past the header, or exactly one unit after
   the segment start (_mi_segment_big_aligned_ofs); see docs/design.md.
+
+  Trim (malloc_trim, mi_collect(true)): any thread purges the free pages of
+  every thread's segments, those of threads that block and never call the
+  allocator again included. The owner's claims, clears and purges of pages
+  take the segment's trim lock (once per page, never on the malloc/free fast
+  paths), and the trim purges a segment's free pages while it holds that
+  lock; see "The trim lock" and "Trim" below, and docs/design.md. The
+  mallinfo figures walk the page descriptors of every segment the same way
+  ("Usage figures").
 -----------------------------------------------------------------------------*/
 #include "mimalloc-internal.h"
 #include "prim/prim.h"
@@ -122,6 +131,7 @@ static bool mi_segment_is_valid(const mi_segment_t* segment, mi_segments_tld_t* 
     const mi_page_t* page = &segment->pages[i];
     mi_assert_internal(page->segment_idx == i);
     if (!page->segment_in_use) nfree++;
+    mi_assert_internal(((segment->free_mask >> i) & 1) == (page->segment_in_use ? 0u : 1u));
   }
   mi_assert_internal(nfree + segment->used == segment->capacity);
   mi_assert_internal(segment->page_kind == MI_PAGE_HUGE ||
@@ -261,6 +271,62 @@ static void mi_segments_track_size(long segment_size, mi_segments_tld_t* tld) {
 }
 
 // ---------------------------------------------------------------------------
+// The trim lock
+//
+// A trim (mi_segments_trim, below) purges the free pages of segments that
+// other threads own. The owner's lists are lock-free, but which pages of a
+// segment are free, and whether a free page is committed and purged, change
+// only when a page is claimed, cleared or purged: once per page, never on the
+// malloc/free fast paths. Those operations take the segment's trim lock (one
+// CAS from 0 to the thread id, and a store of 0 after), and a trim purges a
+// segment's free pages only while it holds it. The trim writes no page
+// descriptor: it notes the pages it purged in `trim_purged`, which the owner
+// folds into their is_purged bits the next time it takes the lock, so the
+// owner's unlocked reads of its own descriptors race with nothing. The lock
+// is re-entrant for the thread that holds it: a signal handler that
+// allocates while its thread is inside such an operation goes on instead of
+// waiting for itself (a trim holds locks under another id and with its
+// signals blocked). Rejected: a request the owner honours at its next call
+// (a blocked thread never makes one), and atomic page states (the fast paths
+// would pay for them).
+// ---------------------------------------------------------------------------
+
+// The owner takes in the purges a trim made while it did not hold the lock.
+static void mi_segment_trim_fold(mi_segment_t* segment) {
+  for (uint64_t m = segment->trim_purged; m != 0; m &= m - 1) {
+    mi_page_t* page = &segment->pages[mi_ctz(m)];
+    mi_assert_internal(!page->segment_in_use && page->is_committed);
+    page->is_purged = true;
+  }
+  segment->trim_purged = 0;
+}
+
+// Take the trim lock of a segment (waiting while a trim holds it); false if
+// this thread held it already, and then the matching unlock does nothing.
+static bool mi_segment_lock(mi_segment_t* segment) {
+  const uintptr_t self = _mi_thread_id();
+  uintptr_t expected = 0;
+  if (!mi_atomic_cas_strong_acq_rel(&segment->trim_lock, &expected, self)) {
+    if (expected == self) return false;
+    do {
+      mi_atomic_yield();
+      expected = 0;
+    } while (!mi_atomic_cas_strong_acq_rel(&segment->trim_lock, &expected, self));
+  }
+  if (mi_unlikely(segment->trim_purged != 0)) mi_segment_trim_fold(segment);
+  return true;
+}
+
+static void mi_segment_unlock(mi_segment_t* segment, bool locked) {
+  if (locked) mi_atomic_store_release(&segment->trim_lock, 0);
+}
+
+// (for assertions)
+static inline bool mi_segment_is_locked(const mi_segment_t* segment) {
+  return (mi_atomic_load_relaxed(&((mi_segment_t*)segment)->trim_lock) == _mi_thread_id());
+}
+
+// ---------------------------------------------------------------------------
 // Page purge and its delay
 // ---------------------------------------------------------------------------
 //
@@ -287,19 +353,33 @@ static uint64_t mi_segment_page_bit(const mi_page_t* page) {
   return ((uint64_t)1 << page->segment_idx);
 }
 
-// Purge the unused pages of `mask` now: one system call per run of adjacent pages.
+// The memory of `n` adjacent pages from `first`: from the first one's block
+// area to the end of the last one's (not its guard; guards inside the run stay
+// no-access under a purge or a decommit of the range).
+static size_t mi_segment_pages_range(const mi_segment_t* segment, size_t first, size_t n, uint8_t** start) {
+  *start = _mi_segment_page_start(segment, &segment->pages[first], 0, NULL, NULL);
+  size_t last_size;
+  uint8_t* last = _mi_segment_page_start(segment, &segment->pages[first + n - 1], 0, &last_size, NULL);
+  return (size_t)(last + last_size - *start);
+}
+
+// Purge the unused pages of `mask` now: one system call per run of adjacent
+// pages. Pages that are purged already (a trim's) are left out. Under the
+// trim lock.
 static void mi_segment_purge_pages(mi_segment_t* segment, uint64_t mask) {
   mi_assert_internal(segment->page_kind <= MI_PAGE_MEDIUM && segment->aligned_block == NULL);
+  mi_assert_internal(mi_segment_is_locked(segment));
+  for (uint64_t m = mask; m != 0; m &= m - 1) {
+    if (!mi_page_is_purgeable(segment, &segment->pages[mi_ctz(m)])) mask &= ~((uint64_t)1 << mi_ctz(m));
+  }
   const bool decommit = mi_option_is_enabled(mi_option_reset_decommits);
   while (mask != 0) {
     size_t first;
     size_t n = mi_bit_run(mask, &first);
     const uint64_t run = mi_bit_mask(n, first);
-    uint8_t* start = _mi_segment_page_start(segment, &segment->pages[first], 0, NULL, NULL);
-    size_t last_size;
-    uint8_t* last = _mi_segment_page_start(segment, &segment->pages[first + n - 1], 0, &last_size, NULL);
-    uint8_t* end = last + last_size;   // (the end of the run's last block area: not its guard;
-                                       // guards inside the run stay no-access under both calls)
+    uint8_t* start;
+    const size_t size = mi_segment_pages_range(segment, first, n, &start);
+    uint8_t* const end = start + size;
     bool ok;
     if (decommit) {
       ok = _mi_os_decommit(start, (size_t)(end - start));
@@ -363,7 +443,9 @@ static void mi_segment_purge_due(mi_segment_t* segment, int64_t now, bool force)
   }
   segment->purge_mask &= ~due;
   segment->purge_expire = next;
+  const bool locked = mi_segment_lock(segment);
   mi_segment_purge_pages(segment, due);
+  mi_segment_unlock(segment, locked);
 }
 
 // An unused page: purge it after the delay, unless it is claimed before.
@@ -572,6 +654,15 @@ static bool mi_page_unpurge(mi_segment_t* segment, mi_page_t* page) {
 // Segment allocation and free
 // ---------------------------------------------------------------------------
 
+// Huge segments of at least this many bytes give their memory back as soon
+// as their block is freed, not after the purge delay (glibc's mallopt
+// M_MMAP_THRESHOLD: alloc-glibc.c); SIZE_MAX, the default: none.
+static _Atomic(size_t) mi_huge_release_min = SIZE_MAX;
+
+void _mi_segment_huge_release_at(size_t min_size) {
+  mi_atomic_store_relaxed(&mi_huge_release_min, min_size);
+}
+
 // ---------------------------------------------------------------------------
 // The per-thread segment cache (option segment_cache, default 0 = off): a
 // freed small, medium or large segment is kept by its thread, still owned and
@@ -587,14 +678,19 @@ static bool mi_segment_cache_push(mi_segment_t* segment, mi_segments_tld_t* tld)
   const size_t max = 1 + (tld->peak_count / 8);
   if (tld->cache_count >= option || tld->cache_count >= max) return false;
   if (!segment->mem_is_committed) return false;
+  const bool locked = mi_segment_lock(segment);   // (a trim may purge it while it waits here)
   for (size_t i = 0; i < segment->capacity; i++) {
     mi_page_t* page = &segment->pages[i];
-    if (!page->is_committed) return false;   // only whole segments are kept
+    if (!page->is_committed) {   // only whole segments are kept
+      mi_segment_unlock(segment, locked);
+      return false;
+    }
   }
   for (size_t i = 0; i < segment->capacity; i++) {
     mi_page_t* page = &segment->pages[i];
     if (page->is_purged) { mi_page_unpurge_stat(segment, page); page->is_purged = false; }
   }
+  mi_segment_unlock(segment, locked);
   segment->next = tld->cache;
   segment->prev = NULL;
   tld->cache = segment;
@@ -695,7 +791,8 @@ static bool mi_segment_mem_alloc(size_t segment_size, size_t info_size, mi_page_
     mem->size = cached->mem_size;
     mem->committed = true;
     mi_stat_decrease(&_mi_segments_tld_stats(tld), segments, 1);   // counted again in mi_segment_init
-    _mi_segment_map_freed_at(cached);
+    _mi_segment_map_freed_at(cached);   // (waits for a trim that holds it: then it is ours alone)
+    for (uint64_t m = cached->trim_purged; m != 0; m &= m - 1) mi_page_unpurge_stat(cached, &cached->pages[mi_ctz(m)]);
   }
   else if (page_alignment > MI_ALIGNMENT_MAX_IN_SEGMENT) {
     mem->size = segment_size;
@@ -742,9 +839,10 @@ static mi_segment_t* mi_segment_init(const mi_segment_mem_t* mem, mi_page_kind_t
     page->is_committed = mem->committed;
     page->is_zero_init = mem->zero;
   }
-  segment->page_kind = page_kind;
-  segment->capacity = capacity;
-  segment->page_shift = page_shift;
+  segment->page_kind = (uint8_t)page_kind;
+  segment->capacity = (uint32_t)capacity;
+  segment->page_shift = (uint8_t)page_shift;
+  segment->free_mask = mi_bit_mask(capacity, 0);   // (trim_lock and trim_purged are 0)
   segment->segment_size = segment_size;
   segment->segment_info_size = info_size;
   segment->aligned_block = aligned_block;
@@ -804,7 +902,8 @@ static mi_segment_t* mi_segment_alloc(size_t required, mi_page_kind_t page_kind,
 // Give a segment's memory back. The segment is no longer counted by any thread.
 static void mi_segment_os_free(mi_segment_t* segment, bool purge_now, mi_stats_t* stats) {
   if (segment->page_kind == MI_PAGE_HUGE) mi_segment_huge_pending_take(segment);
-  _mi_segment_map_freed_at(segment);
+  _mi_segment_map_freed_at(segment);   // (waits for a trim that holds it: then it is ours alone)
+  mi_segment_trim_fold(segment);
   mi_stat_decrease(stats, segments, 1);
   if (segment->page_kind == MI_PAGE_HUGE) {
     const size_t bsize = segment->segment_size - segment->segment_info_size;
@@ -848,6 +947,7 @@ static void mi_segment_os_free(mi_segment_t* segment, bool purge_now, mi_stats_t
     if (whole && !segment->mem_is_fixed && segment->memid.region_idx != 0 && segment->mem_size == MI_SEGMENT_SIZE) word = mi_segment_guard_word(segment);
     if (word == 0 && segment->memid.region_idx != 0) mi_segment_guards(segment, false);
   }
+  if (segment->page_kind == MI_PAGE_HUGE && segment->segment_size >= mi_atomic_load_relaxed(&mi_huge_release_min)) purge_now = true;
   mi_atomic_store_release(&segment->thread_id, 0);
   _mi_region_free(segment, segment->mem_size, segment->memid, whole,
                   purge_now || mi_option_get(mi_option_segment_reset) != 0, word);
@@ -880,10 +980,16 @@ static bool mi_segment_page_claim(mi_segment_t* segment, mi_page_t* page, mi_seg
   mi_assert_internal(_mi_page_segment(page) == segment);
   mi_assert_internal(!page->segment_in_use);
   mi_segment_purge_cancel(segment, page, tld);   // claimed before its purge: no system call
-  if (!mi_page_unpurge(segment, page)) return false;
+  const bool locked = mi_segment_lock(segment);
+  if (!mi_page_unpurge(segment, page)) {
+    mi_segment_unlock(segment, locked);
+    return false;
+  }
   mi_segment_page_guard(segment, page);
   page->used = 0;
   page->segment_in_use = true;
+  segment->free_mask &= ~mi_segment_page_bit(page);
+  mi_segment_unlock(segment, locked);
   segment->used++;
   mi_stat_increase(&_mi_segments_tld_stats(tld), pages, 1);
   mi_assert_internal(segment->used <= segment->capacity);
@@ -926,6 +1032,7 @@ static void mi_segment_page_clear(mi_segment_t* segment, mi_page_t* page, mi_seg
     if (stats != NULL) mi_stat_touched_update(stats, -amount);
     else mi_stat_decrease(NULL, touched, amount);
   }
+  const bool locked = mi_segment_lock(segment);
   page->is_zero_init = false;
   page->retire_counted = false;
   page->segment_in_use = false;
@@ -933,7 +1040,9 @@ static void mi_segment_page_clear(mi_segment_t* segment, mi_page_t* page, mi_seg
   const size_t ofs = offsetof(mi_page_t, capacity);
   memset((uint8_t*)page + ofs, 0, sizeof(*page) - ofs);
   segment->used--;
+  segment->free_mask |= mi_segment_page_bit(page);
   mi_segment_purge_add(segment, page, tld);
+  mi_segment_unlock(segment, locked);
 }
 
 void _mi_segment_page_free(mi_page_t* page, bool force, mi_segments_tld_t* tld) {
@@ -977,13 +1086,10 @@ static void mi_segment_abandon(mi_segment_t* segment, mi_segments_tld_t* tld) {
   // pending purges stay with the segment (swept when due, or inherited by the
   // reclaiming thread); with abandoned_page_reset all free pages go now
   if (mi_option_is_enabled(mi_option_abandoned_page_reset) && segment->page_kind <= MI_PAGE_MEDIUM) {
-    uint64_t all = 0;
-    for (size_t i = 0; i < segment->capacity; i++) {
-      mi_page_t* page = &segment->pages[i];
-      if (!page->segment_in_use && mi_page_is_purgeable(segment, page)) all |= mi_segment_page_bit(page);
-    }
     mi_segment_purge_clear(segment, tld);
-    mi_segment_purge_pages(segment, all);
+    const bool locked = mi_segment_lock(segment);
+    mi_segment_purge_pages(segment, segment->free_mask);   // (those that hold memory)
+    mi_segment_unlock(segment, locked);
   }
   else if (segment->purge_mask != 0) {
     // nobody uses these pages until the segment is reclaimed, which the next
@@ -1125,6 +1231,7 @@ void _mi_segment_huge_page_free(mi_segment_t* segment, mi_page_t* page, mi_block
   mi_stat_decrease(NULL, pages, 1);
   page->used = 0;
   page->segment_in_use = false;
+  segment->free_mask = 1;
   segment->used = 0;
   segment->abandoned = 0;
   mi_segment_huge_fresh_free(segment);   // a probe freed by another thread counts too
@@ -1189,7 +1296,7 @@ void _mi_segment_huge_page_purge(mi_segment_t* segment, mi_page_t* page, mi_bloc
   mi_segment_huge_fresh_free(segment);   // a probe is measured before its memory goes
   segment->huge_fresh = MI_HUGE_REUSED;
   const int64_t delay = _mi_purge_delay();
-  if (delay > 0) {
+  if (delay > 0 && segment->segment_size < mi_atomic_load_relaxed(&mi_huge_release_min)) {
     const int64_t expire = _mi_prim_clock_now() + delay;
     for (size_t i = 0; i < MI_HUGE_PENDING_SLOTS; i++) {
       uintptr_t expected = 0;
@@ -1522,6 +1629,157 @@ mi_segment_t* _mi_segment_of_unit_aligned(const void* p) {
 }
 
 // ---------------------------------------------------------------------------
+// Trim: the free pages of every thread's segments go back now
+//
+// malloc_trim and mi_collect(true), from any thread. The thread's own pending
+// purges and the process-wide ones (regions, the abandoned sweep, huge
+// blocks) are forced by the collect; this reaches what they cannot: the free
+// pages inside the live segments of other threads, which wait on their
+// owner's purge list for a delay that only the owner's next allocator call
+// runs out (a thread blocked in a read may never make one), free pages that
+// are on no list at all (the option page_reset off, pages of reused memory a
+// new segment never claimed), and the segments other threads keep in their
+// segment caches. Each segment (small and medium ones: large and huge
+// segments have no free page while they live) is held through the segment
+// map, so that it is not freed meanwhile, and its trim lock is taken unless
+// its owner holds it for a while (then the segment is skipped: best effort);
+// its free pages that hold memory are purged, one system call per run of
+// adjacent pages. Retired pages (empty pages a heap keeps for a few slow-path
+// events, at most MI_RETIRE_MAX_SIZE per heap) are in use and stay; their
+// free lists live in their memory. A housekeeping section (init.c): a fork
+// waits for it, so no child has a lock held by a thread it does not have.
+// ---------------------------------------------------------------------------
+
+#define MI_TRIM_LOCK_TRIES  (64)   // a lock its owner holds is tried this often, then the segment is skipped
+
+typedef struct mi_trim_s {
+  uintptr_t id;       // the trim's lock id: the thread id + 2, never a thread id
+  size_t    purged;   // bytes purged
+  size_t    skipped;  // segments whose owner held the lock
+} mi_trim_t;
+
+static bool mi_segment_trim_try_lock(mi_segment_t* segment, uintptr_t id) {
+  for (size_t i = 0; i < MI_TRIM_LOCK_TRIES; i++) {
+    uintptr_t expected = 0;
+    if (mi_atomic_cas_strong_acq_rel(&segment->trim_lock, &expected, id)) return true;
+    mi_atomic_yield();
+  }
+  return false;
+}
+
+// A held segment: purge its free pages that hold memory (committed, not
+// purged, and used since their memory was fresh).
+static void mi_segment_trim_visit(mi_segment_t* segment, void* arg) {
+  mi_trim_t* const trim = (mi_trim_t*)arg;
+  // (the kind and the layout do not change while the segment lives)
+  if (segment->page_kind > MI_PAGE_MEDIUM || segment->mem_is_fixed) return;
+  if (mi_atomic_load_relaxed(&segment->thread_id) == MI_THREAD_ID_VANISHED) return;   // (forked child: never touched)
+  if (!mi_segment_trim_try_lock(segment, trim->id)) {
+    trim->skipped++;
+    return;
+  }
+  mi_assert_internal(mi_segment_is_valid_cookie(segment));
+  uint64_t resident = 0;
+  for (uint64_t m = segment->free_mask & ~segment->trim_purged; m != 0; m &= m - 1) {
+    const mi_page_t* page = &segment->pages[mi_ctz(m)];
+    if (page->is_committed && !page->is_purged && !page->is_zero_init) resident |= mi_segment_page_bit(page);
+  }
+  while (resident != 0) {
+    size_t first;
+    const size_t n = mi_bit_run(resident, &first);
+    uint8_t* start;
+    const size_t size = mi_segment_pages_range(segment, first, n, &start);
+    if (_mi_os_purge(start, size)) {   // (counted in the `reset` row, as the owner's purges)
+      segment->trim_purged |= mi_bit_mask(n, first);
+      trim->purged += _mi_os_inward_size(start, size);
+    }
+    resident &= ~mi_bit_mask(n, first);
+  }
+  mi_atomic_store_release(&segment->trim_lock, 0);
+}
+
+// Purge the free pages of every thread's segments; returns the bytes purged.
+size_t _mi_segments_trim(void) {
+  if (!_mi_housekeeping_enter()) return 0;   // a fork is under way: nothing now
+  mi_trim_t trim = { _mi_thread_id() + 2, 0, 0 };
+  mi_prim_sigmask_t saved;
+  _mi_prim_thread_signals_block(&saved);   // (no handler of ours may need a lock we hold)
+  _mi_segment_map_visit_held(&mi_segment_trim_visit, &trim);
+  _mi_prim_thread_signals_restore(&saved);
+  _mi_housekeeping_leave();
+  return trim.purged;
+}
+
+// ---------------------------------------------------------------------------
+// Usage figures (mallinfo: alloc-glibc.c)
+//
+// A walk of the page descriptors, not of blocks: O(pages), a few loads per
+// page (64 per 4 MiB segment of small blocks), every segment held through the
+// segment map while it is read. The counts it reads (a page's used blocks,
+// the free state of its pages) are the owners' plain fields, which they
+// update on every malloc and free without synchronisation: a count read while
+// it changes is off by what changes, so the figures are a moment's
+// approximation. The walk is built without ThreadSanitizer's instrumentation
+// (mi_decl_no_tsan): making the counts atomic would cost the fast paths, and
+// the walk only reads them (the remote-free count is read atomically).
+// ---------------------------------------------------------------------------
+
+static mi_decl_no_tsan void mi_segment_usage_visit(mi_segment_t* segment, void* arg) {
+  mi_usage_t* const usage = (mi_usage_t*)arg;
+  if (segment->page_kind == MI_PAGE_HUGE) {   // (bytes: the `huge` and `giant` statistics rows)
+    usage->huge_count++;
+    return;
+  }
+  usage->arena += segment->segment_size;
+  const uint64_t trim_purged = segment->trim_purged;
+  for (size_t i = 0; i < segment->capacity; i++) {
+    const mi_page_t* page = &segment->pages[i];
+    if (!page->segment_in_use) {
+      usage->free_chunks++;
+      if (!segment->mem_is_fixed && page->is_committed && !page->is_purged && !page->is_zero_init && ((trim_purged >> i) & 1) == 0) {
+        size_t psize;
+        _mi_segment_page_start(segment, page, 0, &psize, NULL);
+        usage->releasable += psize;
+      }
+      continue;
+    }
+    const size_t bsize = page->xblock_size;
+    const size_t reserved = page->reserved;
+    size_t live = page->used;
+    #if MI_TF_COUNTED
+    #if defined(MI_TSAN)
+    // (a plain read: an atomic one would still be instrumented, and it races
+    // with the owner's memset of a descriptor it clears, a plain write)
+    const uintptr_t tf = *(const volatile uintptr_t*)&page->xthread_free;
+    #else
+    const uintptr_t tf = mi_atomic_load_relaxed(&((mi_page_t*)page)->xthread_free);
+    #endif
+    const size_t remote = (size_t)(tf >> MI_TF_COUNT_SHIFT);
+    live = (live > remote ? live - remote : 0);   // freed by other threads, not collected yet
+    #endif
+    if (live > reserved) live = reserved;          // (read while it changed)
+    if (bsize < MI_HUGE_BLOCK_SIZE) usage->in_use += live * bsize;
+    if (live < reserved) usage->free_chunks++;
+  }
+}
+
+// The figures of the whole process: the walk, the regions' freed blocks that
+// are still resident, and the huge blocks' bytes from the statistics.
+void _mi_segments_usage(mi_usage_t* usage) {
+  memset(usage, 0, sizeof(*usage));
+  mi_prim_sigmask_t saved;
+  _mi_prim_thread_signals_block(&saved);   // (a handler that freed a held segment would wait for itself)
+  _mi_segment_map_visit_held(&mi_segment_usage_visit, usage);   // (no housekeeping section: it takes no lock, and a forked child lets go of what it held)
+  _mi_prim_thread_signals_restore(&saved);
+  size_t region_free = 0, region_releasable = 0;
+  _mi_regions_usage(&region_free, &region_releasable);
+  usage->arena += region_free;
+  usage->releasable += region_releasable;
+  const int64_t huge = mi_atomic_load_relaxed(&_mi_stats_main.huge.current) + mi_atomic_load_relaxed(&_mi_stats_main.giant.current);
+  usage->huge = (huge > 0 ? (size_t)huge : 0);
+}
+
+// ---------------------------------------------------------------------------
 // After fork: only the forking thread exists in the child
 // ---------------------------------------------------------------------------
 
@@ -1561,6 +1819,7 @@ static void mi_segment_fork_child(mi_segment_t* segment, void* arg) {
 }
 
 void _mi_segments_fork_child(void) {
+  _mi_segment_map_fork_child();   // (a visit of a thread the child does not have holds nothing there)
   _mi_segment_map_visit(&mi_segment_fork_child, NULL);
 }
 

@@ -36,4 +36,7 @@
 
 #if defined(MI_MALLOC_OVERRIDE)
 #include "alloc-override.c"
+#if defined(__GLIBC__)
+#include "alloc-glibc.c"     // mallinfo2, malloc_trim, malloc_stats, malloc_info, mallopt
+#endif
 #endif

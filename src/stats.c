@@ -688,6 +688,13 @@ void _mi_stats_print_at_exit(void) {
   }
 }
 
+// Bytes given back to the OS so far, purged or unmapped (the `reset` row's
+// total, and the `reserved` row's freed): grows whenever memory goes back
+// (malloc_trim's answer).
+int64_t _mi_stats_released(void) {
+  return mi_relaxed(&_mi_stats_main.reset.allocated) + mi_relaxed(&_mi_stats_main.reserved.freed);
+}
+
 // ---------------------------------------------------------------------------
 // Reset
 // ---------------------------------------------------------------------------

@@ -643,7 +643,7 @@ static void* worker(void* arg) {
     else if (op < 50) obj_realloc(t, o);
     else if (op < 80) obj_transfer(t, o);
     else { obj_free(t, o); obj_alloc(t, o); }
-    if ((r >> 47) == 0) mi_collect(false);   // about once per 128K operations
+    if ((r >> 47) == 0) mi_collect(((r >> 46) & 1) != 0);   // about once per 128K operations; half of them forced (a trim of every thread's free pages while they run)
     else if (((r >> 12) & 0xFFF) == 0xFFF) heap_churn(t);   // about once per 4K operations
   }
   // Leave the next generation a mix of full and thinned-out arrays.

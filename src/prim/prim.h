@@ -129,6 +129,12 @@ long _mi_prim_process_id(void);
 int  _mi_prim_thread_start(void (*fn)(void*), void* arg);
 void _mi_prim_sleep(int64_t msecs);
 
+// Block every signal of the calling thread (no handler runs on it), keeping
+// the mask it had in `saved`; `restore` puts that mask back.
+typedef struct mi_prim_sigmask_s { uint64_t words[16]; } mi_prim_sigmask_t;
+void _mi_prim_thread_signals_block(mi_prim_sigmask_t* saved);
+void _mi_prim_thread_signals_restore(const mi_prim_sigmask_t* saved);
+
 // One process-wide wake-up event for the background purge thread: `wait`
 // blocks until the event is signalled (then clears it) or `msecs` pass
 // (msecs < 0: no time limit); `signal` sets it and wakes the waiter. Neither

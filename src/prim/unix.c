@@ -365,6 +365,18 @@ int _mi_prim_thread_start(void (*fn)(void*), void* arg) {
   return err;
 }
 
+_Static_assert(sizeof(sigset_t) <= sizeof(mi_prim_sigmask_t), "mi_prim_sigmask_t holds a sigset_t");
+
+void _mi_prim_thread_signals_block(mi_prim_sigmask_t* saved) {
+  sigset_t all;
+  sigfillset(&all);
+  pthread_sigmask(SIG_SETMASK, &all, (sigset_t*)saved);
+}
+
+void _mi_prim_thread_signals_restore(const mi_prim_sigmask_t* saved) {
+  pthread_sigmask(SIG_SETMASK, (const sigset_t*)saved, NULL);
+}
+
 // The event: one word, 1 when signalled. Waiting and waking take no lock, so
 // signalling is async-signal-safe (a free inside a signal handler may wake
 // the purge thread while the interrupted code of the same thread was doing

@@ -387,6 +387,120 @@ static void test_fork_while_purging_leaves_no_claims(void** state) {
   assert_int_equal(bad, 0);   // children that had region blocks claimed by no segment
 }
 
+// ---------------------------------------------------------------------------
+// The trim reach: a forced collect purges the free pages inside the live
+// segments of a thread that blocks (their purge waits on that thread's own
+// list, which only its next allocator call would run); and the trim and the
+// usage walk run while other threads allocate and free (ThreadSanitizer
+// checks the trim lock's hand-over and the held segments).
+// ---------------------------------------------------------------------------
+
+typedef struct reach_s {
+  pthread_mutex_t lock;
+  pthread_cond_t  cond;
+  int             state;     // 1: the thread freed, 2: it may go
+  uint8_t*        freed[2];  // blocks it freed, in pages of their own
+} reach_t;
+
+static void* reach_thread(void* arg) {
+  reach_t* r = (reach_t*)arg;
+  const size_t count = 8 * MiB / 1000;
+  void** blocks = (void**)mi_malloc(count * sizeof(void*));
+  for (size_t i = 0; i < count; i++) { blocks[i] = mi_malloc(1000); memset(blocks[i], 1, 1000); }
+  // keep the first block of each segment: the segments stay this thread's
+  void* kept[16];
+  size_t nkept = 0;
+  uintptr_t last = 0;
+  for (size_t i = 0; i < count; i++) {
+    const uintptr_t segment = (uintptr_t)blocks[i] & ~MI_SEGMENT_MASK;
+    if (segment != last && nkept < 16) { kept[nkept++] = blocks[i]; last = segment; continue; }
+    mi_free(blocks[i]);
+  }
+  r->freed[0] = (uint8_t*)blocks[count / 2];
+  r->freed[1] = (uint8_t*)blocks[count * 3 / 4];
+  mi_free(blocks);
+  pthread_mutex_lock(&r->lock);
+  r->state = 1;
+  pthread_cond_broadcast(&r->cond);
+  while (r->state != 2) pthread_cond_wait(&r->cond, &r->lock);
+  pthread_mutex_unlock(&r->lock);
+  for (size_t i = 0; i < nkept; i++) mi_free(kept[i]);
+  return NULL;
+}
+
+// the resident bytes of the small page (64 KiB) that holds p
+static size_t page_resident(const uint8_t* p) {
+  return _mi_os_resident((void*)((uintptr_t)p & ~(MI_SMALL_PAGE_SIZE - 1)), MI_SMALL_PAGE_SIZE);
+}
+
+static void test_collect_reaches_a_blocked_threads_pages(void** state) {
+  (void)state;
+  const long delay = mi_option_get(mi_option_reset_delay);
+  mi_option_set(mi_option_reset_delay, 3600000);   // (nothing goes back by itself meanwhile)
+  reach_t r = { PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0, { NULL, NULL } };
+  pthread_t t;
+  assert_int_equal(pthread_create(&t, NULL, &reach_thread, &r), 0);
+  pthread_mutex_lock(&r.lock);
+  while (r.state != 1) pthread_cond_wait(&r.cond, &r.lock);
+  pthread_mutex_unlock(&r.lock);
+  const size_t before = page_resident(r.freed[0]) + page_resident(r.freed[1]);
+  mi_collect(true);
+  const size_t after = page_resident(r.freed[0]) + page_resident(r.freed[1]);
+  pthread_mutex_lock(&r.lock);
+  r.state = 2;
+  pthread_cond_broadcast(&r.cond);
+  pthread_mutex_unlock(&r.lock);
+  assert_int_equal(pthread_join(t, NULL), 0);
+  mi_option_set(mi_option_reset_delay, delay);
+  if (before == SIZE_MAX || after == SIZE_MAX) skip();   // (no mincore)
+  assert_true(before >= MI_SMALL_PAGE_SIZE);   // (freed, resident: their purge waits an hour)
+  assert_int_equal(after, 0);
+}
+
+static atomic_int churning;
+
+static void* churn_thread(void* arg) {
+  void* volatile* shared = (void* volatile*)arg;
+  uint64_t x = (uint64_t)(uintptr_t)&x;
+  void* blocks[256] = { NULL };
+  while (atomic_load(&churning)) {
+    for (size_t i = 0; i < 256; i++) {
+      x ^= x << 13; x ^= x >> 7; x ^= x << 17;
+      mi_free(blocks[i]);
+      const size_t size = ((x & 1023) == 0 ? 3 * MiB : (x & 63) == 0 ? 20000 + (x >> 40) % 100000 : 8 + (x >> 50) % 1000);
+      blocks[i] = mi_malloc(size);
+      memset(blocks[i], 1, (size < 64 ? size : 64));
+      if ((x & 31) == 0) {   // hand one over to another thread
+        void* other = atomic_exchange((_Atomic(void*)*)shared, blocks[i]);
+        blocks[i] = other;
+      }
+    }
+  }
+  for (size_t i = 0; i < 256; i++) mi_free(blocks[i]);
+  return NULL;
+}
+
+static void test_trim_and_usage_while_threads_run(void** state) {
+  (void)state;
+  _Atomic(void*) shared = NULL;
+  atomic_store(&churning, 1);
+  pthread_t t[3];
+  for (int i = 0; i < 3; i++) assert_int_equal(pthread_create(&t[i], NULL, &churn_thread, (void*)&shared), 0);
+  size_t in_use_max = 0;
+  for (int round = 0; round < 200; round++) {
+    mi_usage_t usage;
+    _mi_segments_usage(&usage);
+    assert_true(usage.in_use <= usage.arena);
+    if (usage.in_use > in_use_max) in_use_max = usage.in_use;
+    if (round % 4 == 0) mi_collect(true);
+    else _mi_segments_trim();
+  }
+  atomic_store(&churning, 0);
+  for (int i = 0; i < 3; i++) assert_int_equal(pthread_join(t[i], NULL), 0);
+  mi_free(atomic_load(&shared));
+  assert_true(in_use_max > 0);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
     cmocka_unit_test(test_segment_map_covers_48_bits),
@@ -398,6 +512,8 @@ int main(void) {
     cmocka_unit_test(test_signal_handler_frees_a_sampled_block),
     cmocka_unit_test(test_failed_commit_keeps_pending_purges),
     cmocka_unit_test(test_fork_while_purging_leaves_no_claims),
+    cmocka_unit_test(test_collect_reaches_a_blocked_threads_pages),
+    cmocka_unit_test(test_trim_and_usage_while_threads_run),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
