@@ -161,8 +161,8 @@ typedef struct mi_stats_snapshot_s {
   // bytes of blocks (normal and malloc only when per_allocation is true)
   mi_stat_amount_t huge, giant, normal, malloc;
   // events
-  mi_stat_sum_t pages_extended, page_no_retire, mmap_calls, commit_calls, searches, normal_count, huge_count, giant_count;
-  bool   per_allocation;        // the build counts every allocation (normal, malloc, bins, pages_extended, page_no_retire, searches, normal_count)
+  mi_stat_sum_t pages_extended, pages_retired, mmap_calls, commit_calls, searches, normal_count, huge_count, giant_count;
+  bool   per_allocation;        // the build counts every allocation (normal, malloc, bins, pages_extended, pages_retired, searches, normal_count)
   mi_stat_amount_t bins[MI_STATS_BINS];   // blocks per size class (per_allocation builds)
   size_t bin_block_size[MI_STATS_BINS];   // the block size of each class (0 for the huge class)
   // the process

@@ -491,7 +491,7 @@ typedef struct mi_stats_s {
   mi_stat_counter_t pages_extended;  // MI_STAT > 1
   mi_stat_counter_t mmap_calls;
   mi_stat_counter_t commit_calls;
-  mi_stat_counter_t page_no_retire;  // MI_STAT > 1
+  mi_stat_counter_t pages_retired;  // MI_STAT > 1
   mi_stat_counter_t searches;        // MI_STAT > 1
   mi_stat_counter_t normal_count;    // MI_STAT > 1
   mi_stat_counter_t huge_count;

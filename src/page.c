@@ -353,7 +353,7 @@ void _mi_page_retire(mi_page_t* page) mi_attr_noexcept {
   const size_t index = (size_t)(pq - heap->pages);
   if (index < heap->page_retired_min) heap->page_retired_min = index;
   if (index > heap->page_retired_max) heap->page_retired_max = index;
-  mi_heap_stat_counter_increase(heap, page_no_retire, 1);   // debug statistics only: a hot path
+  mi_heap_stat_counter_increase(heap, pages_retired, 1);   // debug statistics only: a hot path
 }
 
 // Count down the retired pages at the front of each queue that has some;

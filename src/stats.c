@@ -158,7 +158,7 @@ static void mi_stats_merge_from(mi_stats_t* stats) {
   mi_stat_counter_merge(&_mi_stats_main.pages_extended, &stats->pages_extended);
   mi_stat_counter_merge(&_mi_stats_main.searches, &stats->searches);
   mi_stat_counter_merge(&_mi_stats_main.normal_count, &stats->normal_count);
-  mi_stat_counter_merge(&_mi_stats_main.page_no_retire, &stats->page_no_retire);
+  mi_stat_counter_merge(&_mi_stats_main.pages_retired, &stats->pages_retired);
   #else
   (void)&mi_stat_count_merge; (void)&mi_stat_counter_merge;
   #endif
@@ -211,7 +211,7 @@ static const mi_stat_row_t mi_stat_rows[] = {
   MI_ROW(pages, "pages", MI_ROW_COUNT),
   MI_ROW(pages_abandoned, "-abandoned", MI_ROW_COUNT),
   MI_ROW(pages_extended, "-extended", MI_ROW_EVENTS),
-  MI_ROW(page_no_retire, "-noretire", MI_ROW_EVENTS),
+  MI_ROW(pages_retired, " -retired", MI_ROW_EVENTS),
   MI_ROW(mmap_calls, "mmaps", MI_ROW_EVENTS),
   MI_ROW(commit_calls, "commits", MI_ROW_EVENTS),
   MI_ROW(threads, "threads", MI_ROW_COUNT),

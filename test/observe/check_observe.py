@@ -51,7 +51,7 @@ AMOUNT_ROWS = {  # name: unit
     "pages": "count", "pages_abandoned": "count", "threads": "count",
     "huge": "bytes", "giant": "bytes", "normal": "bytes", "malloc": "bytes",
 }
-EVENT_ROWS = ["pages_extended", "page_no_retire", "mmap_calls", "commit_calls", "searches",
+EVENT_ROWS = ["pages_extended", "pages_retired", "mmap_calls", "commit_calls", "searches",
               "normal_count", "huge_count", "giant_count"]
 PROCESS_FIELDS = ["pid", "elapsed_ms", "user_ms", "system_ms", "current_rss_bytes", "peak_rss_bytes",
                   "current_commit_bytes", "peak_commit_bytes", "page_faults", "numa_nodes"]

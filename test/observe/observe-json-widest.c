@@ -43,7 +43,7 @@ int main(void) {
   };
   for (size_t i = 0; i < sizeof(amounts) / sizeof(amounts[0]); i++) widest_amount(amounts[i]);
   mi_stat_sum_t* const sums[] = {
-    &st.pages_extended, &st.page_no_retire, &st.mmap_calls, &st.commit_calls, &st.searches,
+    &st.pages_extended, &st.pages_retired, &st.mmap_calls, &st.commit_calls, &st.searches,
     &st.normal_count, &st.huge_count, &st.giant_count,
   };
   for (size_t i = 0; i < sizeof(sums) / sizeof(sums[0]); i++) widest_sum(sums[i]);

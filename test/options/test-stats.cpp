@@ -34,12 +34,12 @@ namespace {
 // The rows every build prints after the size-class part, in order.
 const char* const kMainRows[] = {
   "  reserved", " committed", "     reset", "   touched", "  segments", "-abandoned", "   -cached",
-  "     pages", "-abandoned", " -extended", " -noretire", "     mmaps", "   commits", "   threads",
+  "     pages", "-abandoned", " -extended", "  -retired", "     mmaps", "   commits", "   threads",
   "  searches", "numa nodes", "   elapsed", "   process",
 };
 const char* const kByteRows[] = { "reserved", "committed", "reset", "touched" };
 const char* const kCountRows[] = { "segments", "-abandoned", "-cached", "pages", "threads" };   // -abandoned twice
-const char* const kCounterRows[] = { "-extended", "-noretire", "mmaps", "commits" };
+const char* const kCounterRows[] = { "-extended", "-retired", "mmaps", "commits" };
 
 const std::string kHeader = "heap stats:     peak      total      freed       unit      count  ";
 
