@@ -68,7 +68,7 @@ static mi_option_desc_t options[_mi_option_last] = {
   { 0, MI_UNINIT, MI_OPTION(verbose), MI_BOOL },              // print informational messages
   { 1, MI_UNINIT, MI_OPTION(eager_commit), MI_BOOL },         // commit segments when allocated
   { 1, MI_UNINIT, MI_OPTION(eager_region_commit), MI_BOOL },  // commit whole regions when created
-  { 0, MI_UNINIT, MI_OPTION(reset_decommits), MI_BOOL },      // purge by decommit instead of MADV_DONTNEED
+  { 0, MI_UNINIT, MI_OPTION(reset_decommits), MI_BOOL },      // purge the free pages of live segments by decommit instead of MADV_DONTNEED
   { 0, MI_UNINIT, MI_OPTION(large_os_pages), MI_BOOL },       // use 2 MiB OS pages where possible
   { 0, MI_UNINIT, MI_OPTION(reserve_huge_os_pages), MI_COUNT },// GiBs of huge OS pages reserved at load (1 GiB pages, else 2 MiB), used first
   { 0, MI_UNINIT, MI_OPTION(segment_cache), MI_COUNT },       // per-thread segment cache size
