@@ -569,9 +569,9 @@ static _Atomic(size_t)    mi_zero_cursor;
 
 static bool mi_zero_area_init(void) {
   if (mi_atomic_load_acquire(&mi_zero_area) != 0) return true;
-  bool is_large = false, is_zero = false;
+  bool is_pinned = false, is_zero = false;
   const size_t area_size = MI_ZERO_SLOTS * MI_ZERO_SLOT;
-  void* area = _mi_os_alloc_aligned_at(area_size, MI_SEGMENT_SIZE, 0, false /* no access */, false, &is_large, &is_zero);
+  void* area = _mi_os_alloc_aligned_at(area_size, MI_SEGMENT_SIZE, 0, false /* no access */, false, &is_pinned, &is_zero);
   void* bits = _mi_os_alloc(MI_ZERO_SLOTS / 8);
   if (area == NULL || bits == NULL) {
     _mi_os_free_ex(area, area_size, 0);

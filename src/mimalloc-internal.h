@@ -138,7 +138,7 @@ void*      _mi_os_alloc(size_t size);                       // committed, for me
 void       _mi_os_free(void* p, size_t size);
 void       _mi_os_free_ex(void* p, size_t size, size_t committed);
 void*      _mi_os_alloc_aligned_at(size_t size, size_t alignment, size_t align_offset,
-                                   bool commit, bool allow_large, bool* is_large, bool* is_zero);
+                                   bool commit, bool allow_large, bool* is_pinned, bool* is_zero);
 bool       _mi_os_commit(void* p, size_t size, bool* is_zero);
 bool       _mi_os_decommit(void* p, size_t size);
 bool       _mi_os_purge(void* p, size_t size);             // drop pages, keep access, reads zeros
@@ -153,8 +153,8 @@ bool       _mi_os_protect(void* p, size_t size);
 bool       _mi_os_unprotect(void* p, size_t size);
 
 // region.c
-void*      _mi_region_alloc(size_t size, bool commit, bool allow_fixed, bool* is_committed,
-                            bool* is_large, bool* is_zero, uint64_t* word, mi_memid_t* memid, mi_segments_tld_t* tld);   // *word: what the blocks' last users left (or-ed)
+void*      _mi_region_alloc(size_t size, bool commit, bool allow_pinned, bool* is_committed,
+                            bool* is_pinned, bool* is_zero, uint64_t* word, mi_memid_t* memid, mi_segments_tld_t* tld);   // *word: what the blocks' last users left (or-ed)
 void       _mi_region_free(void* p, size_t size, mi_memid_t memid, bool fully_committed, bool purge_now, uint64_t word);   // word: left for the block's next user (region blocks only)
 bool       _mi_regions_check_claims(void);   // (tests) every claimed block belongs to a segment
 bool       _mi_region_collect(bool force, bool free_unused);   // false: skipped (a fork is under way)

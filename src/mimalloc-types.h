@@ -351,7 +351,7 @@ typedef struct mi_memid_s {
 typedef struct mi_segment_s {
   mi_memid_t memid;             // where the memory came from
   size_t     mem_size;          // bytes mapped (>= segment_size for big-aligned segments)
-  bool       mem_is_fixed;      // large OS pages: never purged
+  bool       mem_is_pinned;     // pinned memory (fixed large or huge OS pages): never purged or protected
   bool       mem_is_committed;  // the whole segment is accessible
   uint8_t    huge_fresh;        // huge: a mi_huge_fresh_t
   uint8_t    huge_pending;      // huge: 1 + the slot of its pending purge (another thread freed the block; written before it hands the block back), 0: none

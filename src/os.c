@@ -56,7 +56,7 @@ size_t _mi_os_good_alloc_size(size_t size) {
 #define MI_LARGE_BACKOFF  (10)
 static _Atomic(size_t) mi_large_backoff;
 
-static void* mi_os_mem_alloc(void* hint, size_t size, bool commit, bool allow_large, bool* is_large, bool* is_zero) {
+static void* mi_os_mem_alloc(void* hint, size_t size, bool commit, bool allow_large, bool* is_pinned, bool* is_zero) {
   void* p = NULL;
   bool large = false, zero = false;
   bool try_large = (allow_large && commit && (size % os_large_page_size) == 0);
@@ -92,7 +92,7 @@ static void* mi_os_mem_alloc(void* hint, size_t size, bool commit, bool allow_la
                         err, err, size, hint, allow_large);
     return NULL;
   }
-  if (is_large != NULL) *is_large = large;
+  if (is_pinned != NULL) *is_pinned = large;
   if (is_zero != NULL) *is_zero = zero;
   return p;
 }
@@ -181,19 +181,19 @@ static void* mi_os_get_aligned_hint(size_t try_alignment, size_t size) {
 // Allocate `size` bytes such that `(p + align_offset) % alignment == 0`.
 // `size`, `alignment` and `align_offset` must be multiples of the page size.
 void* _mi_os_alloc_aligned_at(size_t size, size_t alignment, size_t align_offset,
-                              bool commit, bool allow_large, bool* is_large, bool* is_zero) {
+                              bool commit, bool allow_large, bool* is_pinned, bool* is_zero) {
   mi_assert_internal(_mi_is_power_of_two(alignment));
   mi_assert_internal(align_offset % _mi_os_page_size() == 0);
   if (size == 0) return NULL;
   size = _mi_align_up(size, _mi_os_page_size());
   alignment = _mi_align_up(alignment, _mi_os_page_size());
   bool large = false, zero = false;
-  if (is_large == NULL) is_large = &large;
+  if (is_pinned == NULL) is_pinned = &large;
   if (is_zero == NULL) is_zero = &zero;
 
   // 1. try a plain mapping, at a hint if the request is a whole number of segments
   void* hint = (align_offset == 0 ? mi_os_get_aligned_hint(alignment, size) : NULL);
-  void* p = mi_os_mem_alloc(hint, size, commit, allow_large, is_large, is_zero);
+  void* p = mi_os_mem_alloc(hint, size, commit, allow_large, is_pinned, is_zero);
   if (p == NULL) return NULL;
   if (((uintptr_t)p + align_offset) % alignment == 0) return p;
 
@@ -201,7 +201,7 @@ void* _mi_os_alloc_aligned_at(size_t size, size_t alignment, size_t align_offset
   mi_os_mem_free(p, size, (commit ? size : 0));
   if (size >= SIZE_MAX - alignment) return NULL;
   const size_t over_size = size + alignment;
-  void* base = mi_os_mem_alloc(NULL, over_size, commit, false, is_large, is_zero);
+  void* base = mi_os_mem_alloc(NULL, over_size, commit, false, is_pinned, is_zero);
   if (base == NULL) return NULL;
   uintptr_t aligned = _mi_align_up((uintptr_t)base + align_offset, alignment) - align_offset;
   if (aligned < (uintptr_t)base) aligned += alignment;

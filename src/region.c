@@ -32,7 +32,7 @@
 
   Reserved huge OS pages (option reserve_huge_os_pages and the
   mi_reserve_huge_os_pages_* functions): each reserved GiB (one 1 GiB page,
-  or 512 of 2 MiB) becomes four regions flagged is_large and is_reserved:
+  or 512 of 2 MiB) becomes four regions flagged is_pinned and is_reserved:
   committed, zero, never purged and never unmapped. Segments that may live in
   pinned memory take their blocks there first (their thread's NUMA node
   first), before any other region or OS memory. 1.6 put 32 MiB-block arenas
@@ -62,7 +62,7 @@
 typedef struct mem_region_s {
   _Atomic(uintptr_t) state;
   _Atomic(uintptr_t) start;
-  _Atomic(uintptr_t) is_large;      // fixed large or huge OS pages (never purged)
+  _Atomic(uintptr_t) is_pinned;     // pinned: fixed large or huge OS pages (never purged or protected)
   _Atomic(uintptr_t) large_wanted;  // created for large OS pages (fixed, or transparent)
   _Atomic(uintptr_t) is_reserved;   // part of a reserved huge OS page: pinned, never unmapped
   _Atomic(uintptr_t) numa_node;     // node preferred for its pages (MI_NUMA_ANY: none)
@@ -163,11 +163,11 @@ static void mi_region_slot_release(size_t idx) {
 }
 
 // Fill in a claimed slot for the memory at `start` and make it live.
-static void mi_region_publish(size_t idx, void* start, bool committed, bool is_large, bool large_wanted,
+static void mi_region_publish(size_t idx, void* start, bool committed, bool is_pinned, bool large_wanted,
                               bool is_reserved, size_t node, bool is_zero) {
   mem_region_t* region = &regions[idx];
   mi_atomic_store_relaxed(&region->start, (uintptr_t)start);
-  mi_atomic_store_relaxed(&region->is_large, is_large ? 1 : 0);
+  mi_atomic_store_relaxed(&region->is_pinned, is_pinned ? 1 : 0);
   mi_atomic_store_relaxed(&region->large_wanted, large_wanted ? 1 : 0);
   mi_atomic_store_relaxed(&region->is_reserved, is_reserved ? 1 : 0);
   mi_atomic_store_relaxed(&region->numa_node, node);
@@ -190,8 +190,8 @@ static size_t mi_region_create(bool want_large) {
   // with eager_region_commit the region is committed whatever this first request wants,
   // so that later segments carved from it need no commit call
   const bool eager = (mi_option_get(mi_option_eager_region_commit) != 0);
-  bool is_large = false, is_zero = false;
-  void* start = _mi_os_alloc_aligned_at(MI_REGION_SIZE, MI_SEGMENT_SIZE, 0, eager, want_large, &is_large, &is_zero);
+  bool is_pinned = false, is_zero = false;
+  void* start = _mi_os_alloc_aligned_at(MI_REGION_SIZE, MI_SEGMENT_SIZE, 0, eager, want_large, &is_pinned, &is_zero);
   if (start == NULL) {
     mi_region_slot_release(idx);
     return SIZE_MAX;
@@ -199,8 +199,8 @@ static size_t mi_region_create(bool want_large) {
   // with more than one NUMA node, the region prefers the creating thread's
   // node for its pages, and segment requests look in their node's regions first
   const size_t node = _mi_os_numa_node();
-  if (_mi_os_numa_node_count() > 1 && !is_large) _mi_os_numa_prefer(start, MI_REGION_SIZE, node);
-  mi_region_publish(idx, start, eager, is_large, want_large, false, node, is_zero);
+  if (_mi_os_numa_node_count() > 1 && !is_pinned) _mi_os_numa_prefer(start, MI_REGION_SIZE, node);
+  mi_region_publish(idx, start, eager, is_pinned, want_large, false, node, is_zero);
   return idx;
 }
 
@@ -253,7 +253,7 @@ static bool mi_region_best_resident(const mem_region_t* region, size_t count, si
 }
 
 static void* mi_region_claimed(size_t idx, size_t bitidx, size_t blocks, bool commit,
-                               bool* is_committed, bool* is_large, bool* is_zero, uint64_t* word, mi_memid_t* memid) {
+                               bool* is_committed, bool* is_pinned, bool* is_zero, uint64_t* word, mi_memid_t* memid) {
   mem_region_t* region = &regions[idx];
   const uintptr_t m = mi_bit_mask(blocks, bitidx);
   uint8_t* start = (uint8_t*)mi_atomic_load_acquire(&region->start);
@@ -280,7 +280,7 @@ static void* mi_region_claimed(size_t idx, size_t bitidx, size_t blocks, bool co
   if (purged != 0) mi_stat_decrease(NULL, reset, mi_popcount(purged) * MI_SEGMENT_SIZE);
   const uintptr_t was_dirty = mi_atomic_or_acq_rel(&region->dirty, m) & m;
   *is_zero = (was_dirty == 0);
-  *is_large = (mi_atomic_load_relaxed(&region->is_large) != 0);
+  *is_pinned = (mi_atomic_load_relaxed(&region->is_pinned) != 0);
   // the words the blocks' last users left, now the claimer's
   *word = 0;
   for (size_t i = bitidx; i < bitidx + blocks; i++) {
@@ -320,9 +320,9 @@ static size_t mi_region_claim_reserved(size_t blocks, size_t* bitidx) {
   return SIZE_MAX;
 }
 
-// `allow_fixed`: the segment may live in fixed (pinned) large or huge OS pages.
-void* _mi_region_alloc(size_t size, bool commit, bool allow_fixed, bool* is_committed,
-                       bool* is_large, bool* is_zero, uint64_t* word, mi_memid_t* memid, mi_segments_tld_t* tld) {
+// `allow_pinned`: the segment may live in pinned memory (fixed large or huge OS pages).
+void* _mi_region_alloc(size_t size, bool commit, bool allow_pinned, bool* is_committed,
+                       bool* is_pinned, bool* is_zero, uint64_t* word, mi_memid_t* memid, mi_segments_tld_t* tld) {
   mi_assert_internal(size > 0 && (size % MI_SEGMENT_SIZE) == 0);
   *word = 0;
   memid->region_idx = 0;
@@ -332,18 +332,18 @@ void* _mi_region_alloc(size_t size, bool commit, bool allow_fixed, bool* is_comm
   // and those that may not (a thread's first, lazily committed segments, which
   // would fault in whole large pages) live in different regions: otherwise the
   // first segment's region, created without them, would serve all the others
-  const bool want_large = (allow_fixed && mi_option_get(mi_option_large_os_pages) != 0 &&
+  const bool want_large = (allow_pinned && mi_option_get(mi_option_large_os_pages) != 0 &&
                            mi_option_get(mi_option_eager_region_commit) != 0);
   // with more than one NUMA node, only regions of the calling thread's node (as 1.6)
   const size_t node = (_mi_os_numa_node_count() > 1 ? _mi_os_numa_node() : SIZE_MAX);
   if (blocks <= MI_REGION_MAX_OBJ_BLOCKS) {
     // 0. reserved huge OS pages come before any other memory
     size_t bitidx;
-    if (allow_fixed) {
+    if (allow_pinned) {
       const size_t idx = mi_region_claim_reserved(blocks, &bitidx);
       if (idx != SIZE_MAX) {
         tld->region_cursor = idx;
-        return mi_region_claimed(idx, bitidx, blocks, commit, is_committed, is_large, is_zero, word, memid);
+        return mi_region_claimed(idx, bitidx, blocks, commit, is_committed, is_pinned, is_zero, word, memid);
       }
     }
     // 1. the best fit among free blocks that are still resident (freed,
@@ -363,7 +363,7 @@ void* _mi_region_alloc(size_t size, bool commit, bool allow_fixed, bool* is_comm
     }
     if (best_region != SIZE_MAX && mi_bitmap_try_claim_mask(&regions[best_region].in_use, mi_bit_mask(blocks, best_idx))) {
       tld->region_cursor = best_region;
-      return mi_region_claimed(best_region, best_idx, blocks, commit, is_committed, is_large, is_zero, word, memid);
+      return mi_region_claimed(best_region, best_idx, blocks, commit, is_committed, is_pinned, is_zero, word, memid);
     }
     // 2. else the first room in an existing region, starting where this thread last found some
     for (size_t n = 0; n < count; n++) {
@@ -372,7 +372,7 @@ void* _mi_region_alloc(size_t size, bool commit, bool allow_fixed, bool* is_comm
       if (!mi_region_serves(region, want_large, node)) continue;
       if (mi_bitmap_try_claim(&region->in_use, blocks, &bitidx)) {
         tld->region_cursor = idx;
-        return mi_region_claimed(idx, bitidx, blocks, commit, is_committed, is_large, is_zero, word, memid);
+        return mi_region_claimed(idx, bitidx, blocks, commit, is_committed, is_pinned, is_zero, word, memid);
       }
     }
     // 3. a new region
@@ -380,15 +380,15 @@ void* _mi_region_alloc(size_t size, bool commit, bool allow_fixed, bool* is_comm
     if (idx != SIZE_MAX) {
       if (mi_bitmap_try_claim(&regions[idx].in_use, blocks, &bitidx)) {
         tld->region_cursor = idx;
-        return mi_region_claimed(idx, bitidx, blocks, commit, is_committed, is_large, is_zero, word, memid);
+        return mi_region_claimed(idx, bitidx, blocks, commit, is_committed, is_pinned, is_zero, word, memid);
       }
     }
     _mi_warning_message("unable to allocate from region: size %zu\n", size);
   }
   // 4. straight from the OS
   *is_zero = false;
-  *is_large = false;
-  void* p = _mi_os_alloc_aligned_at(size, MI_SEGMENT_SIZE, 0, commit, false, is_large, is_zero);
+  *is_pinned = false;
+  void* p = _mi_os_alloc_aligned_at(size, MI_SEGMENT_SIZE, 0, commit, false, is_pinned, is_zero);
   *is_committed = commit;
   return p;
 }
@@ -406,8 +406,8 @@ void _mi_region_free(void* p, size_t size, mi_memid_t memid, bool fully_committe
   const uintptr_t m = mi_bit_mask(blocks, memid.block_idx);
   mi_assert_internal((mi_atomic_load_relaxed(&region->in_use) & m) == m);
   if (fully_committed) mi_atomic_or_acq_rel(&region->commit, m);
-  const bool fixed = (mi_atomic_load_relaxed(&region->is_large) != 0);
-  if (!fixed) {
+  const bool pinned = (mi_atomic_load_relaxed(&region->is_pinned) != 0);
+  if (!pinned) {
     if (purge_now || _mi_purge_delay() == 0) {
       if (_mi_os_purge(p, blocks * MI_SEGMENT_SIZE)) {
         mi_atomic_and_acq_rel(&region->dirty, ~m);
@@ -706,6 +706,6 @@ void _mi_regions_usage(size_t* free_resident, size_t* releasable) {
     const uintptr_t free_dirty = mi_atomic_load_relaxed(&region->dirty) & ~mi_atomic_load_relaxed(&region->in_use);
     const size_t bytes = mi_popcount(free_dirty) * MI_SEGMENT_SIZE;
     *free_resident += bytes;
-    if (mi_atomic_load_relaxed(&region->is_large) == 0) *releasable += bytes;
+    if (mi_atomic_load_relaxed(&region->is_pinned) == 0) *releasable += bytes;
   }
 }

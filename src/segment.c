@@ -207,7 +207,7 @@ uint8_t* _mi_segment_page_start(const mi_segment_t* segment, const mi_page_t* pa
 // as the region and the segment cache expect it).
 static void mi_segment_guards(mi_segment_t* segment, bool on) {
   #if (MI_SECURE > 0)
-  if (segment->guarded == on || segment->mem_is_fixed) return;
+  if (segment->guarded == on || segment->mem_is_pinned) return;
   const size_t guard = mi_segment_guard_size();
   if (on) {
     _mi_os_protect((uint8_t*)segment + segment->segment_info_size - guard, guard);
@@ -235,7 +235,7 @@ static void mi_segment_guards(mi_segment_t* segment, bool on) {
 static void mi_segment_page_guard(mi_segment_t* segment, mi_page_t* page) {
   #if (MI_SECURE >= 2)
   const uint64_t bit = (uint64_t)1 << page->segment_idx;
-  if (segment->page_kind > MI_PAGE_MEDIUM || segment->mem_is_fixed || (segment->guard_mask & bit) != 0) return;
+  if (segment->page_kind > MI_PAGE_MEDIUM || segment->mem_is_pinned || (segment->guard_mask & bit) != 0) return;
   if ((size_t)page->segment_idx + 1 < segment->capacity) {   // (the last one came with the segment)
     size_t psize;
     uint8_t* start = _mi_segment_page_start(segment, page, 0, &psize, NULL);
@@ -346,7 +346,7 @@ static inline bool mi_segment_is_locked(const mi_segment_t* segment) {
 // next thread is used again without a purge and a refault.
 
 static bool mi_page_is_purgeable(const mi_segment_t* segment, const mi_page_t* page) {
-  return (!segment->mem_is_fixed && page->is_committed && !page->is_purged);
+  return (!segment->mem_is_pinned && page->is_committed && !page->is_purged);
 }
 
 static uint64_t mi_segment_page_bit(const mi_page_t* page) {
@@ -672,7 +672,7 @@ void _mi_segment_huge_release_at(size_t min_size) {
 // ---------------------------------------------------------------------------
 
 static bool mi_segment_cache_push(mi_segment_t* segment, mi_segments_tld_t* tld) {
-  if (segment->page_kind == MI_PAGE_HUGE || segment->mem_is_fixed) return false;
+  if (segment->page_kind == MI_PAGE_HUGE || segment->mem_is_pinned) return false;
   const size_t option = (size_t)mi_option_get(mi_option_segment_cache);
   if (option == 0) return false;
   const size_t max = 1 + (tld->peak_count / 8);
@@ -767,7 +767,7 @@ typedef struct mi_segment_mem_s {
   size_t     size;          // bytes obtained (at least the segment size)
   mi_memid_t memid;
   bool       committed;
-  bool       fixed;         // large or huge OS pages
+  bool       pinned;        // fixed large or huge OS pages: never purged or protected
   bool       zero;
   bool       guarded;       // secure builds: the guards of a segment of this kind are in place ...
   uint64_t   guard_mask;    // ... with those of these pages
@@ -778,7 +778,7 @@ typedef struct mi_segment_mem_s {
 // where in it the alignment falls), or a region block. Guards an earlier
 // segment left there are kept when they serve this page kind, else removed.
 // At least the header (`info_size`) is committed.
-static bool mi_segment_mem_alloc(size_t segment_size, size_t info_size, mi_page_kind_t page_kind, bool commit, bool allow_fixed,
+static bool mi_segment_mem_alloc(size_t segment_size, size_t info_size, mi_page_kind_t page_kind, bool commit, bool allow_pinned,
                                  size_t page_alignment, size_t os_offset, mi_segment_mem_t* mem, mi_segments_tld_t* tld) {
   memset(mem, 0, sizeof(*mem));
   uint64_t word = 0;
@@ -796,12 +796,12 @@ static bool mi_segment_mem_alloc(size_t segment_size, size_t info_size, mi_page_
   }
   else if (page_alignment > MI_ALIGNMENT_MAX_IN_SEGMENT) {
     mem->size = segment_size;
-    mem->start = (uint8_t*)_mi_os_alloc_aligned_at(mem->size, page_alignment, os_offset, true, false, &mem->fixed, &mem->zero);
+    mem->start = (uint8_t*)_mi_os_alloc_aligned_at(mem->size, page_alignment, os_offset, true, false, &mem->pinned, &mem->zero);
     mem->committed = true;
   }
   else {
     mem->size = _mi_align_up(segment_size, MI_SEGMENT_SIZE);
-    mem->start = (uint8_t*)_mi_region_alloc(mem->size, commit, allow_fixed, &mem->committed, &mem->fixed, &mem->zero, &word, &mem->memid, tld);
+    mem->start = (uint8_t*)_mi_region_alloc(mem->size, commit, allow_pinned, &mem->committed, &mem->pinned, &mem->zero, &word, &mem->memid, tld);
   }
   if (mem->start == NULL) return false;
   mi_assert_internal(((uintptr_t)mem->start & MI_SEGMENT_MASK) == 0);
@@ -830,7 +830,7 @@ static mi_segment_t* mi_segment_init(const mi_segment_mem_t* mem, mi_page_kind_t
   segment->guard_mask = mem->guard_mask;
   segment->memid = mem->memid;
   segment->mem_size = mem->size;
-  segment->mem_is_fixed = mem->fixed;
+  segment->mem_is_pinned = mem->pinned;
   segment->mem_is_committed = mem->committed;
   for (size_t i = 0; i < capacity; i++) {
     mi_page_t* page = &segment->pages[i];
@@ -892,9 +892,9 @@ static mi_segment_t* mi_segment_alloc(size_t required, mi_page_kind_t page_kind,
   const bool eager_delayed = (page_kind <= MI_PAGE_MEDIUM && tld->count < (size_t)mi_option_get(mi_option_eager_commit_delay));
   const bool eager = !eager_delayed && (mi_option_get(mi_option_eager_commit) != 0);
   const bool commit = eager || (page_kind >= MI_PAGE_LARGE);
-  const bool allow_fixed = (MI_SECURE == 0) && !eager_delayed;   // pinned large/huge OS pages (secure: guards need mprotect)
+  const bool allow_pinned = (MI_SECURE == 0) && !eager_delayed;   // pinned large/huge OS pages (secure: guards need mprotect)
   mi_segment_mem_t mem;
-  if (!mi_segment_mem_alloc(segment_size, info_size, page_kind, commit, allow_fixed, page_alignment, os_offset, &mem, tld)) return NULL;
+  if (!mi_segment_mem_alloc(segment_size, info_size, page_kind, commit, allow_pinned, page_alignment, os_offset, &mem, tld)) return NULL;
   return mi_segment_init(&mem, page_kind, page_shift, capacity, segment_size, info_size,
                          (block_ofs != 0 ? mem.start + block_ofs : NULL), tld);
 }
@@ -944,7 +944,7 @@ static void mi_segment_os_free(mi_segment_t* segment, bool purge_now, mi_stats_t
   // is plain memory again for the region's next user
   uint64_t word = 0;
   if (segment->guarded) {
-    if (whole && !segment->mem_is_fixed && segment->memid.region_idx != 0 && segment->mem_size == MI_SEGMENT_SIZE) word = mi_segment_guard_word(segment);
+    if (whole && !segment->mem_is_pinned && segment->memid.region_idx != 0 && segment->mem_size == MI_SEGMENT_SIZE) word = mi_segment_guard_word(segment);
     if (word == 0 && segment->memid.region_idx != 0) mi_segment_guards(segment, false);
   }
   if (segment->page_kind == MI_PAGE_HUGE && segment->segment_size >= mi_atomic_load_relaxed(&mi_huge_release_min)) purge_now = true;
@@ -1292,7 +1292,7 @@ void _mi_segment_huge_page_purge(mi_segment_t* segment, mi_page_t* page, mi_bloc
   mi_assert_internal(segment->page_kind == MI_PAGE_HUGE && page == &segment->pages[0]);
   mi_assert_internal(segment->huge_pending == 0);
   (void)page; (void)block;
-  if (segment->mem_is_fixed) return;
+  if (segment->mem_is_pinned) return;
   mi_segment_huge_fresh_free(segment);   // a probe is measured before its memory goes
   segment->huge_fresh = MI_HUGE_REUSED;
   const int64_t delay = _mi_purge_delay();
@@ -1499,7 +1499,7 @@ static _Atomic(size_t) mi_huge_fresh;   // fresh huge blocks allocated so far
 
 static void mi_segment_huge_fresh_alloc(mi_segment_t* segment, mi_page_t* page, size_t size) {
   segment->huge_fresh = MI_HUGE_REUSED;
-  if (!page->is_zero_init || segment->mem_is_fixed) return;   // reused memory, or large OS pages
+  if (!page->is_zero_init || segment->mem_is_pinned) return;   // reused memory, or large OS pages
   segment->huge_fresh = MI_HUGE_PROBE;
   const size_t n = mi_atomic_add_relaxed(&mi_huge_fresh, 1);
   if (mi_atomic_load_relaxed(&mi_huge_dense) == 0 || (n % MI_HUGE_PROBE_EVERY) == 0) return;
@@ -1672,7 +1672,7 @@ static bool mi_segment_trim_try_lock(mi_segment_t* segment, uintptr_t id) {
 static void mi_segment_trim_visit(mi_segment_t* segment, void* arg) {
   mi_trim_t* const trim = (mi_trim_t*)arg;
   // (the kind and the layout do not change while the segment lives)
-  if (segment->page_kind > MI_PAGE_MEDIUM || segment->mem_is_fixed) return;
+  if (segment->page_kind > MI_PAGE_MEDIUM || segment->mem_is_pinned) return;
   if (mi_atomic_load_relaxed(&segment->thread_id) == MI_THREAD_ID_VANISHED) return;   // (forked child: never touched)
   if (!mi_segment_trim_try_lock(segment, trim->id)) {
     trim->skipped++;
@@ -1736,7 +1736,7 @@ static mi_decl_no_tsan void mi_segment_usage_visit(mi_segment_t* segment, void* 
     const mi_page_t* page = &segment->pages[i];
     if (!page->segment_in_use) {
       usage->free_chunks++;
-      if (!segment->mem_is_fixed && page->is_committed && !page->is_purged && !page->is_zero_init && ((trim_purged >> i) & 1) == 0) {
+      if (!segment->mem_is_pinned && page->is_committed && !page->is_purged && !page->is_zero_init && ((trim_purged >> i) & 1) == 0) {
         size_t psize;
         _mi_segment_page_start(segment, page, 0, &psize, NULL);
         usage->releasable += psize;

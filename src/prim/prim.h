@@ -29,9 +29,10 @@ void _mi_prim_init(size_t* page_size, size_t* large_page_size);
 // (Linux: MAP_HUGETLB 2 MiB pages, which are fixed: never purged or
 // protected); if the OS refuses, map normal pages and advise transparent huge
 // pages (_mi_prim_advise_huge). On success *addr is set and *is_zero tells if
-// the memory is known zero; *is_large if (fixed) large OS pages were used.
+// the memory is known zero; *is_pinned if fixed large OS pages were used
+// (pinned: never purged or protected).
 int _mi_prim_alloc(void* hint, size_t size, bool commit, bool try_large,
-                   void** addr, bool* is_large, bool* is_zero);
+                   void** addr, bool* is_pinned, bool* is_zero);
 
 // Map `size` bytes of fixed huge OS pages of `page_size` bytes each (a power
 // of two; `size` a multiple of it; Linux: MAP_HUGETLB with the page size

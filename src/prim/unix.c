@@ -79,15 +79,15 @@ static int unix_mmap(void* hint, size_t size, int protect, int flags, void** add
 }
 
 int _mi_prim_alloc(void* hint, size_t size, bool commit, bool try_large,
-                   void** addr, bool* is_large, bool* is_zero) {
+                   void** addr, bool* is_pinned, bool* is_zero) {
   const int protect = (commit ? PROT_READ | PROT_WRITE : PROT_NONE);
   const int flags = MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE;
-  *is_large = false;
+  *is_pinned = false;
   *is_zero = true;   // fresh anonymous memory is always zero
   #if defined(MAP_HUGETLB)
   if (try_large && commit) {
     int lflags = MAP_PRIVATE | MAP_ANONYMOUS | MAP_HUGETLB;
-    if (unix_mmap(hint, size, protect, lflags, addr) == 0) { *is_large = true; return 0; }
+    if (unix_mmap(hint, size, protect, lflags, addr) == 0) { *is_pinned = true; return 0; }
   }
   #else
   (void)try_large;
