@@ -248,7 +248,7 @@ mi_block_t* _mi_page_ptr_unalign(const mi_segment_t* segment, const mi_page_t* p
 }
 
 // ---------------------------------------------------------------------------
-// Checks on free (debug builds; padding and double-free detection)
+// Checks on free (debug and secure builds: the trailer, double-free detection)
 // ---------------------------------------------------------------------------
 
 #if defined(MI_TRAILER_LINK)
@@ -552,7 +552,6 @@ bool _mi_free_delayed_block(mi_block_t* block) {
 }
 
 
-// Everything that is not a local free into a non-full page without aligned blocks.
 #if defined(MI_ZERO_AREA)
 // ---------------------------------------------------------------------------
 // malloc(0) in secure builds: a unique address in a reserved area of no
@@ -696,6 +695,7 @@ static void mi_free_remote(mi_segment_t* segment, mi_page_t* page, mi_block_t* b
   if (owner == 0) _mi_segment_abandoned_free_note();
 }
 
+// Everything that is not a local free into a non-full page without aligned blocks.
 static mi_decl_noinline void mi_free_generic(mi_segment_t* segment, mi_page_t* page, void* p) mi_attr_noexcept {
   if (mi_unlikely(!_mi_segment_map_contains(segment))) {
     // the fast path read a foreign owner id here; nothing else has been touched

@@ -266,8 +266,9 @@ typedef _Atomic(uint8_t) mi_page_flags_t;
 // Pages
 // ------------------------------------------------------
 
-// A page: a run of equal-sized blocks inside a segment. 64 bytes on 64-bit
-// (80 with encoded free lists).
+// A page: a run of equal-sized blocks inside a segment. 64 bytes on 64-bit in
+// release builds; 72 with the block area's start (secure levels 1-2), 88 with
+// the free-list keys too (secure levels 3-4 and debug builds).
 // Invariants (owner thread's view, after collecting thread_free):
 //   used + |free| + |local_free| == capacity <= reserved;
 //   used counts blocks handed out (including those sitting in thread_free);
