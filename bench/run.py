@@ -358,6 +358,16 @@ def save_log(args, base, out, err):
         f.write(err)
 
 
+def strace_failure(args, failures, what, name, alloc, status, stdout, stderr, cmd, preload):
+    """A run under strace (`what`: the pass) that did not end well: its log is
+    kept and a line for the failure list says how to reproduce it."""
+    save_log(args, "%s-%s-%s" % (name, alloc, what), stdout, stderr)
+    detail = ([l for l in stdout.splitlines() if l.strip()] or stderr.strip().splitlines() or [""])[-1]
+    label = "strace" if what == "strace" else "%s pass, strace" % what
+    failures.append("%s under %s (%s): %s: %s\n    reproduce: %s" % (
+        name, alloc, label, status, detail, reproducer(cmd, preload)))
+
+
 # ---------------------------------------------------------------------------
 # 5. Tables, CSV, charts
 # ---------------------------------------------------------------------------
@@ -742,11 +752,7 @@ def count_syscalls(build_dir, preload, args):
                 done, total, name, alloc, sum(counts.values()), time.monotonic() - started,
                 "" if status == "ok" else status.upper()))
             if status != "ok":
-                save_log(args, "%s-%s-strace" % (name, alloc), stdout, stderr)
-                detail = ([l for l in stdout.splitlines() if l.strip()] or
-                          stderr.strip().splitlines() or [""])[-1]
-                failures.append("%s under %s (strace): %s: %s\n    reproduce: %s" % (
-                    name, alloc, status, detail, reproducer(cmd, preload[alloc])))
+                strace_failure(args, failures, "strace", name, alloc, status, stdout, stderr, cmd, preload[alloc])
             table.append((name, alloc, status, counts, cmd))
     with open(os.path.join(args.out, "syscalls.csv"), "w", newline="") as f:
         w = csv.writer(f)
@@ -807,11 +813,7 @@ def count_madvise(build_dir, preload, args):
                 done, total, name, alloc, st["calls"] if st else 0, (st["bytes"] if st else 0) / 1048576.0,
                 st["stack_calls"] if st else 0, "" if status == "ok" else status.upper()))
             if status != "ok":
-                save_log(args, "%s-%s-madvise" % (name, alloc), stdout, stderr)
-                detail = ([l for l in stdout.splitlines() if l.strip()] or
-                          stderr.strip().splitlines() or [""])[-1]
-                failures.append("%s under %s (madvise pass, strace): %s: %s\n    reproduce: %s" % (
-                    name, alloc, status, detail, reproducer(cmd, preload[alloc])))
+                strace_failure(args, failures, "madvise", name, alloc, status, stdout, stderr, cmd, preload[alloc])
                 madv[(name, alloc)] = None
             else:
                 madv[(name, alloc)] = (st["calls"], st["bytes"])

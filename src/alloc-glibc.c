@@ -152,22 +152,18 @@ MI_GLIBC_EXPORT int malloc_info(int options, FILE* fp) {
   const size_t max = (committed_peak > (int64_t)info.arena ? (size_t)committed_peak : info.arena);
   const size_t aspace = (reserved > 0 ? (size_t)reserved : 0);
   const size_t mprotect = (committed > 0 ? (size_t)committed : 0);
+  // the one heap and the totals carry the same figures (glibc: per arena, then summed)
   fprintf(fp, "<malloc version=\"1\">\n<heap nr=\"0\">\n<sizes>\n</sizes>\n");
-  fprintf(fp, "<total type=\"fast\" count=\"0\" size=\"0\"/>\n");
-  fprintf(fp, "<total type=\"rest\" count=\"%zu\" size=\"%zu\"/>\n", info.ordblks, info.fordblks);
-  fprintf(fp, "<system type=\"current\" size=\"%zu\"/>\n", info.arena);
-  fprintf(fp, "<system type=\"max\" size=\"%zu\"/>\n", max);
-  fprintf(fp, "<aspace type=\"total\" size=\"%zu\"/>\n", aspace);
-  fprintf(fp, "<aspace type=\"mprotect\" size=\"%zu\"/>\n", mprotect);
-  fprintf(fp, "</heap>\n");
-  fprintf(fp, "<total type=\"fast\" count=\"0\" size=\"0\"/>\n");
-  fprintf(fp, "<total type=\"rest\" count=\"%zu\" size=\"%zu\"/>\n", info.ordblks, info.fordblks);
-  fprintf(fp, "<total type=\"mmap\" count=\"%zu\" size=\"%zu\"/>\n", info.hblks, info.hblkhd);
-  fprintf(fp, "<system type=\"current\" size=\"%zu\"/>\n", info.arena);
-  fprintf(fp, "<system type=\"max\" size=\"%zu\"/>\n", max);
-  fprintf(fp, "<aspace type=\"total\" size=\"%zu\"/>\n", aspace);
-  fprintf(fp, "<aspace type=\"mprotect\" size=\"%zu\"/>\n", mprotect);
-  fprintf(fp, "</malloc>\n");
+  for (int totals = 0; totals <= 1; totals++) {
+    fprintf(fp, "<total type=\"fast\" count=\"0\" size=\"0\"/>\n");
+    fprintf(fp, "<total type=\"rest\" count=\"%zu\" size=\"%zu\"/>\n", info.ordblks, info.fordblks);
+    if (totals) fprintf(fp, "<total type=\"mmap\" count=\"%zu\" size=\"%zu\"/>\n", info.hblks, info.hblkhd);
+    fprintf(fp, "<system type=\"current\" size=\"%zu\"/>\n", info.arena);
+    fprintf(fp, "<system type=\"max\" size=\"%zu\"/>\n", max);
+    fprintf(fp, "<aspace type=\"total\" size=\"%zu\"/>\n", aspace);
+    fprintf(fp, "<aspace type=\"mprotect\" size=\"%zu\"/>\n", mprotect);
+    fprintf(fp, (totals ? "</malloc>\n" : "</heap>\n"));
+  }
   return 0;
 }
 
