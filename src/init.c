@@ -181,6 +181,7 @@ static void mi_thread_data_free(mi_thread_data_t* tdfree) {
 // ---------------------------------------------------------------------------
 
 static _Atomic(mi_thread_data_t*) mi_orphans[MI_ORPHAN_MAX];
+static _Atomic(int64_t) mi_orphans_expire[MI_ORPHAN_MAX];   // the expiry of the orphan in each slot (read without claiming it)
 static _Atomic(int64_t) mi_orphans_next;   // earliest expiry of a waiting orphan (0: none)
 
 int64_t _mi_orphans_next(void) {
@@ -206,8 +207,9 @@ static bool mi_heap_orphan(mi_heap_t* heap) {
   _mi_heap_set_owner(heap, MI_THREAD_ID_ORPHAN);
   for (size_t i = 0; i < MI_ORPHAN_MAX; i++) {
     mi_thread_data_t* expected = NULL;
-    if (mi_atomic_load_relaxed(&mi_orphans[i]) == NULL &&
-        mi_atomic_cas_strong_acq_rel(&mi_orphans[i], &expected, (mi_thread_data_t*)heap)) {
+    if (mi_atomic_load_relaxed(&mi_orphans[i]) != NULL) continue;
+    mi_atomic_store_relaxed(&mi_orphans_expire[i], expire);   // (a taker reads it after the slot: the CAS below publishes it)
+    if (mi_atomic_cas_strong_acq_rel(&mi_orphans[i], &expected, (mi_thread_data_t*)heap)) {
       mi_atomic_expire_lower(&mi_orphans_next, expire);
       _mi_purger_note();
       return true;
@@ -220,13 +222,15 @@ static bool mi_heap_orphan(mi_heap_t* heap) {
 // An orphan heap for a thread that starts (the one that waited least), or NULL.
 static mi_thread_data_t* mi_orphan_take(void) {
   if (mi_atomic_load_relaxed(&mi_orphans_next) == 0) return NULL;
-  mi_thread_data_t* best = NULL;
+  bool found = false;
+  int64_t best = 0;
   size_t best_idx = 0;
   for (size_t i = 0; i < MI_ORPHAN_MAX; i++) {
-    mi_thread_data_t* td = mi_atomic_load_relaxed(&mi_orphans[i]);
-    if (td != NULL && (best == NULL || td->tld.orphan_expire > best->tld.orphan_expire)) { best = td; best_idx = i; }
+    if (mi_atomic_load_acquire(&mi_orphans[i]) == NULL) continue;
+    const int64_t expire = mi_atomic_load_relaxed(&mi_orphans_expire[i]);
+    if (!found || expire > best) { found = true; best = expire; best_idx = i; }
   }
-  if (best == NULL) return NULL;
+  if (!found) return NULL;
   return mi_atomic_exchange_acq_rel(&mi_orphans[best_idx], NULL);   // (another one, or none, if it was taken meanwhile)
 }
 
@@ -241,17 +245,17 @@ void _mi_orphans_collect(bool force) {
   int64_t expected = next;
   if (!mi_atomic_cas_strong_acq_rel(&mi_orphans_next, &expected, 0)) return;   // another thread does it
   for (size_t i = 0; i < MI_ORPHAN_MAX; i++) {
-    mi_thread_data_t* td = mi_atomic_load_relaxed(&mi_orphans[i]);
-    if (td == NULL) continue;
-    const int64_t expire = td->tld.orphan_expire;
+    if (mi_atomic_load_acquire(&mi_orphans[i]) == NULL) continue;
+    const int64_t expire = mi_atomic_load_relaxed(&mi_orphans_expire[i]);
     if (!force && expire > now) {
       mi_atomic_expire_lower(&mi_orphans_next, expire);
       continue;
     }
-    td = mi_atomic_exchange_acq_rel(&mi_orphans[i], NULL);
+    mi_thread_data_t* td = mi_atomic_exchange_acq_rel(&mi_orphans[i], NULL);
     if (td == NULL) continue;   // taken over meanwhile
     if (!force && td->tld.orphan_expire > now) {   // (another orphan took the slot meanwhile)
       mi_thread_data_t* none = NULL;
+      mi_atomic_store_relaxed(&mi_orphans_expire[i], td->tld.orphan_expire);
       if (mi_atomic_cas_strong_acq_rel(&mi_orphans[i], &none, td)) {
         mi_atomic_expire_lower(&mi_orphans_next, td->tld.orphan_expire);
         continue;
