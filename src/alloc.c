@@ -23,7 +23,7 @@
 #include <stdlib.h>   // realpath
 #include <limits.h>   // PATH_MAX
 
-#if (MI_SECURE > 0) || (MI_PADDING > 0)
+#if (MI_PADDING > 0)
 // Whether p is the start of one of the page's blocks (below its capacity).
 static inline bool mi_page_is_block_start(const mi_page_t* page, const void* p) {
   const size_t bsize = mi_page_block_size(page);
@@ -100,7 +100,7 @@ void* _mi_page_malloc(mi_heap_t* heap, mi_page_t* page, size_t size) mi_attr_noe
   #endif
   #if (MI_DEBUG > 0)
   _mi_memset(block, MI_DEBUG_UNINIT, mi_page_usable_block_size(page));   // recognisable fresh memory
-  #elif (MI_SECURE > 0) && !defined(MI_TRAILER_LINK)
+  #elif MI_SECURE_CLEAR_LINK && !defined(MI_TRAILER_LINK)
   block->next = 0;   // no encoded link reaches the program (else the trailer held it)
   #endif
   #if (MI_PADDING > 0)
@@ -373,7 +373,7 @@ static inline bool mi_free_check_trailers(const mi_page_t* page, mi_block_t* blo
   mi_trailer_store(trailer, key ^ MI_TRAILER_FREE);
   #endif
   if (mi_page_zeroes_on_free(page)) mi_block_zero(block, usable);   // freed memory reads zero
-  // the neighbours: the trailer below this block (its front canary: the
+  // (MI_CHECK_NEIGHBOURS) the neighbours: the trailer below this block (its front canary: the
   // block below's trailer, or the page's front canary) must be intact; the
   // owner thread, the only one that allocates in the page, also checks the
   // fill of a live block below and the trailer and fill of the block above
@@ -381,13 +381,15 @@ static inline bool mi_free_check_trailers(const mi_page_t* page, mi_block_t* blo
   #if defined(MI_TSAN)
   local = false;
   #endif
-  const size_t bsize = usable + MI_PADDING_SIZE;
-  if ((const uint8_t*)block >= page->page_start + bsize || page->has_front_canary) {
-    mi_free_check_neighbour(page, block, (const mi_block_t*)((const uint8_t*)block - bsize), usable, local);
-  }
-  const mi_block_t* const above = (const mi_block_t*)((const uint8_t*)block + bsize);
-  if (local && (const uint8_t*)above < page->page_start + (size_t)page->capacity * bsize) {
-    mi_free_check_neighbour(page, block, above, usable, true);
+  if (MI_CHECK_NEIGHBOURS) {
+    const size_t bsize = usable + MI_PADDING_SIZE;
+    if ((const uint8_t*)block >= page->page_start + bsize || page->has_front_canary) {
+      mi_free_check_neighbour(page, block, (const mi_block_t*)((const uint8_t*)block - bsize), usable, local);
+    }
+    const mi_block_t* const above = (const mi_block_t*)((const uint8_t*)block + bsize);
+    if (local && (const uint8_t*)above < page->page_start + (size_t)page->capacity * bsize) {
+      mi_free_check_neighbour(page, block, above, usable, true);
+    }
   }
   return true;
 }
@@ -634,9 +636,8 @@ static mi_decl_noinline mi_decl_cold void mi_free_invalid(const void* p) {
   _mi_misuse_message(EINVAL, "mi_free: invalid pointer (not allocated by mimalloc): %p\n", p);
 }
 
-#if (MI_SECURE >= 4) || (MI_PADDING > 0)
-#define MI_FREE_CHECK_PTR 1
-// Checked builds (secure level 4, and debug builds, which have trailers): a
+#if defined(MI_FREE_CHECK_PTR)
+// Checked builds (secure and debug builds, which have trailers): a
 // freed pointer must be aligned and lie in its page's extended blocks with
 // room for a whole block after it, so that its trailer can be read; whether
 // it is a block's start then shows in that trailer (mi_free_check_trailers
@@ -733,7 +734,7 @@ void mi_free(void* p) mi_attr_noexcept {
     mi_free_unit_aligned(p);
     return;
   }
-  #if (MI_DEBUG > 0) || (MI_SECURE >= 4)
+  #if defined(MI_FREE_CHECK_PTR)
   // debug and secure builds validate before reading anything at the segment address
   if (mi_unlikely(!_mi_segment_map_contains(segment))) {
     mi_free_invalid(p);
