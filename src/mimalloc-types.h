@@ -54,6 +54,11 @@
   #define MI_SECURE_NAME  (MI_SECURE_FULL ? "FULL" : "ON")   // MIMALLOC_VERBOSE prints it
 #endif
 
+// The features below that cost the most can be switched off one by one to
+// measure what each costs (e.g. CMAKE_C_FLAGS=-DMI_SECURE_RANDOM=0 in a
+// secure build; docs/secure.md has the figures). Such builds are for
+// measuring only: CI builds and tests the two profiles as derived here.
+
 // MI_SECURE_GUARDS: a guard page (no access) after the segment header and at
 // the end of the segment; headers rounded to whole OS pages; no pinned
 // (large OS page) memory for segments. MI_SECURE_PAGE_GUARDS: a guard at the
@@ -66,12 +71,25 @@
   #define MI_SECURE_PAGE_GUARDS  (MI_SECURE > 0)
 #endif
 
-// MI_SECURE_RANDOM: fresh blocks threaded in random order, a coin deciding
-// whether a page is extended before freed blocks are reused, the block freed
-// last never the next one out, ChaCha20 as the generator. Cost: locality of
-// allocation order (real programs pay most of it, docs/secure.md).
-#define MI_SECURE_RANDOM  (MI_SECURE > 0)
-#define MI_SECURE_MIN_EXTEND  (32)   // blocks a page is extended by at least (something to shuffle)
+// MI_SECURE_RANDOM: fresh blocks threaded in random order (a page extended by
+// at least MI_SECURE_MIN_EXTEND blocks, so that there is something to
+// shuffle), the block freed last never the next one out, emptied pages keep
+// their order, ChaCha20 as the generator. Cost: locality of allocation order
+// (real programs pay most of it, docs/secure.md) and memory touched sooner.
+#if !defined(MI_SECURE_RANDOM)
+  #define MI_SECURE_RANDOM  (MI_SECURE > 0)
+#endif
+#if !defined(MI_SECURE_MIN_EXTEND)
+  #define MI_SECURE_MIN_EXTEND  (32)
+#endif
+
+// MI_SECURE_RANDOM_EXTEND: when a page has both freed blocks and room to
+// grow, a coin decides whether it grows first: whether the next block is a
+// recycled one cannot be predicted. Cost: a random draw per page search,
+// pages grown to their full size sooner.
+#if !defined(MI_SECURE_RANDOM_EXTEND)
+  #define MI_SECURE_RANDOM_EXTEND  MI_SECURE_RANDOM
+#endif
 
 // MI_SECURE_CLEAR_LINK: a block's (encoded) free-list link word is cleared
 // before the block is handed out: no link (and so nothing of the page's keys)

@@ -666,7 +666,7 @@ static mi_page_t* mi_find_free_page(mi_heap_t* heap, size_t size) {
   mi_page_queue_t* pq = _mi_page_queue(heap, size);
   mi_page_t* page = pq->first;
   if (page != NULL) {
-    #if MI_SECURE_RANDOM
+    #if MI_SECURE_RANDOM_EXTEND
     // a coin decides whether fresh blocks come before freed ones: the next
     // block cannot be predicted to be a recycled one
     if (page->capacity < page->reserved && (_mi_heap_random_next(heap) & 1) != 0) {
