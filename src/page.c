@@ -503,7 +503,7 @@ static void mi_page_free_list_extend_random(mi_page_t* page, size_t bsize, size_
 #endif
 
 // Add up to one OS page worth of blocks (at least one; secure builds: at
-// least 8 x level, to have something to shuffle) to the free list.
+// least MI_SECURE_MIN_EXTEND, to have something to shuffle) to the free list.
 static void mi_page_extend_free(mi_page_t* page) {
   mi_assert_expensive(mi_page_is_valid_init(page));
   if (page->free != NULL) return;
