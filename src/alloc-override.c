@@ -87,7 +87,7 @@ int   __posix_memalign(void** p, size_t alignment, size_t size) MI_FORWARD(mi_po
 // C++ operators (Itanium ABI names, 64-bit size_t), defined from C, weak
 // ---------------------------------------------------------------------------
 
-#if (MI_PADDING == 0)
+#if !MI_CHECK_DELETE
 void* _Znwm(size_t n)                                MI_FORWARD_WEAK(mi_new);                  // new
 void* _Znam(size_t n)                                MI_FORWARD_WEAK(mi_new);                  // new[]
 void* _ZnwmSt11align_val_t(size_t n, size_t al)      MI_FORWARD_WEAK(mi_new_aligned);
@@ -112,7 +112,7 @@ MI_DECL_WEAK void  _ZdaPvRKSt9nothrow_t(void* p, MI_NOTHROW_TAG) { (void)tag; mi
 MI_DECL_WEAK void  _ZdlPvSt11align_val_tRKSt9nothrow_t(void* p, size_t al, MI_NOTHROW_TAG) { (void)tag; mi_free_aligned(p, al); }
 MI_DECL_WEAK void  _ZdaPvSt11align_val_tRKSt9nothrow_t(void* p, size_t al, MI_NOTHROW_TAG) { (void)tag; mi_free_aligned(p, al); }
 #else
-// Checked builds (secure level 4, debug): blocks from new[] are marked in
+// Checked builds (MI_CHECK_DELETE: FULL and debug builds): blocks from new[] are marked in
 // their trailer, and every delete checks that its form (delete or delete[])
 // matches and that a sized delete gives the size asked for (alloc.c).
 #define MI_NOTHROW_TAG   const void* tag   // const std::nothrow_t&
@@ -139,7 +139,7 @@ MI_DECL_WEAK void  _ZdaPvSt11align_val_tRKSt9nothrow_t(void* p, size_t al, MI_NO
 #endif
 
 // ---------------------------------------------------------------------------
-// Secure builds (level 4, glibc): memcpy, memmove and memset check that a
+// Secure builds (both profiles, glibc): memcpy, memmove and memset check that a
 // write into one of our blocks stays within the size asked for and that the
 // block is live (alloc.c: _mi_check_write), then copy with the C library's
 // own code, reached through its checking entry points (which take the

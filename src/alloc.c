@@ -23,7 +23,15 @@
 #include <stdlib.h>   // realpath
 #include <limits.h>   // PATH_MAX
 
-#if (MI_SECURE > 0) || (MI_PADDING > 0)
+// The secure profile ON (the trailer, without the neighbour checks and the
+// link in the trailer) has fast paths that make no call on the way, only
+// tail calls to a checked version for whatever is out of the ordinary: no
+// registers to save and restore on every malloc and free.
+#if (MI_PADDING > 0) && !MI_CHECK_NEIGHBOURS && !defined(MI_TRAILER_LINK) && (MI_DEBUG == 0)
+#define MI_CHECKED_FAST_PATHS 1
+#endif
+
+#if (MI_PADDING > 0)
 // Whether p is the start of one of the page's blocks (below its capacity).
 static inline bool mi_page_is_block_start(const mi_page_t* page, const void* p) {
   const size_t bsize = mi_page_block_size(page);
@@ -75,8 +83,14 @@ static inline size_t mi_block_zero_check(mi_heap_t* heap, const mi_block_t* bloc
 }
 #endif
 
+#if defined(MI_CHECKED_FAST_PATHS)
+static mi_decl_noinline void* mi_page_malloc_checked(mi_heap_t* heap, mi_page_t* page, size_t size);
+#endif
+
 // Pop a block from a page known to have free blocks; else take the slow path.
-void* _mi_page_malloc(mi_heap_t* heap, mi_page_t* page, size_t size) mi_attr_noexcept {
+// (`checked`: MI_CHECKED_FAST_PATHS' checked version; else a constant false.)
+static mi_decl_forceinline void* mi_page_malloc_take(mi_heap_t* heap, mi_page_t* page, size_t size, bool checked) {
+  (void)checked;
   mi_block_t* const block = page->free;
   if (mi_unlikely(block == NULL)) {
     return _mi_malloc_generic(heap, size);
@@ -86,6 +100,18 @@ void* _mi_page_malloc(mi_heap_t* heap, mi_page_t* page, size_t size) mi_attr_noe
   uint8_t* const trailer = mi_block_trailer(page, block);
   const uint64_t key = mi_trailer_key(page, block);
   page->free = mi_block_next_at(page, block, trailer, key);
+  #elif defined(MI_CHECKED_FAST_PATHS)
+  if (checked) {
+    page->free = mi_block_next(page, block);   // (reports a damaged link)
+  }
+  else {
+    // a damaged link, or a huge page (whose size is a call away): the checked version
+    mi_block_t* const next = mi_block_nextx(page, block, page->keys);
+    if (mi_unlikely((next != NULL && !mi_is_in_same_page(block, next)) || page->xblock_size >= MI_HUGE_BLOCK_SIZE)) {
+      return mi_page_malloc_checked(heap, page, size);
+    }
+    page->free = next;
+  }
   #else
   page->free = mi_block_next(page, block);
   #endif
@@ -100,7 +126,7 @@ void* _mi_page_malloc(mi_heap_t* heap, mi_page_t* page, size_t size) mi_attr_noe
   #endif
   #if (MI_DEBUG > 0)
   _mi_memset(block, MI_DEBUG_UNINIT, mi_page_usable_block_size(page));   // recognisable fresh memory
-  #elif (MI_SECURE > 0) && !defined(MI_TRAILER_LINK)
+  #elif MI_SECURE_CLEAR_LINK && !defined(MI_TRAILER_LINK)
   block->next = 0;   // no encoded link reaches the program (else the trailer held it)
   #endif
   #if (MI_PADDING > 0)
@@ -133,6 +159,16 @@ void* _mi_page_malloc(mi_heap_t* heap, mi_page_t* page, size_t size) mi_attr_noe
     return _mi_prof_malloc_sampled(heap, page, block, size);   // (a tail call: nothing kept across it)
   }
   return block;
+}
+
+#if defined(MI_CHECKED_FAST_PATHS)
+static mi_decl_noinline void* mi_page_malloc_checked(mi_heap_t* heap, mi_page_t* page, size_t size) {
+  return mi_page_malloc_take(heap, page, size, true);
+}
+#endif
+
+void* _mi_page_malloc(mi_heap_t* heap, mi_page_t* page, size_t size) mi_attr_noexcept {
+  return mi_page_malloc_take(heap, page, size, false);
 }
 
 static inline void* mi_heap_malloc_small_inline(mi_heap_t* heap, size_t size) {
@@ -373,7 +409,7 @@ static inline bool mi_free_check_trailers(const mi_page_t* page, mi_block_t* blo
   mi_trailer_store(trailer, key ^ MI_TRAILER_FREE);
   #endif
   if (mi_page_zeroes_on_free(page)) mi_block_zero(block, usable);   // freed memory reads zero
-  // the neighbours: the trailer below this block (its front canary: the
+  // (MI_CHECK_NEIGHBOURS) the neighbours: the trailer below this block (its front canary: the
   // block below's trailer, or the page's front canary) must be intact; the
   // owner thread, the only one that allocates in the page, also checks the
   // fill of a live block below and the trailer and fill of the block above
@@ -381,13 +417,15 @@ static inline bool mi_free_check_trailers(const mi_page_t* page, mi_block_t* blo
   #if defined(MI_TSAN)
   local = false;
   #endif
-  const size_t bsize = usable + MI_PADDING_SIZE;
-  if ((const uint8_t*)block >= page->page_start + bsize || page->has_front_canary) {
-    mi_free_check_neighbour(page, block, (const mi_block_t*)((const uint8_t*)block - bsize), usable, local);
-  }
-  const mi_block_t* const above = (const mi_block_t*)((const uint8_t*)block + bsize);
-  if (local && (const uint8_t*)above < page->page_start + (size_t)page->capacity * bsize) {
-    mi_free_check_neighbour(page, block, above, usable, true);
+  if (MI_CHECK_NEIGHBOURS) {
+    const size_t bsize = usable + MI_PADDING_SIZE;
+    if ((const uint8_t*)block >= page->page_start + bsize || page->has_front_canary) {
+      mi_free_check_neighbour(page, block, (const mi_block_t*)((const uint8_t*)block - bsize), usable, local);
+    }
+    const mi_block_t* const above = (const mi_block_t*)((const uint8_t*)block + bsize);
+    if (local && (const uint8_t*)above < page->page_start + (size_t)page->capacity * bsize) {
+      mi_free_check_neighbour(page, block, above, usable, true);
+    }
   }
   return true;
 }
@@ -634,9 +672,8 @@ static mi_decl_noinline mi_decl_cold void mi_free_invalid(const void* p) {
   _mi_misuse_message(EINVAL, "mi_free: invalid pointer (not allocated by mimalloc): %p\n", p);
 }
 
-#if (MI_SECURE >= 4) || (MI_PADDING > 0)
-#define MI_FREE_CHECK_PTR 1
-// Checked builds (secure level 4, and debug builds, which have trailers): a
+#if defined(MI_FREE_CHECK_PTR)
+// Checked builds (secure and debug builds, which have trailers): a
 // freed pointer must be aligned and lie in its page's extended blocks with
 // room for a whole block after it, so that its trailer can be read; whether
 // it is a block's start then shows in that trailer (mi_free_check_trailers
@@ -660,11 +697,39 @@ static mi_decl_noinline bool mi_free_ptr_check_slow(const mi_page_t* page, const
   return true;
 }
 
-static inline bool mi_free_ptr_check(const mi_page_t* page, const void* p) {
+// The range test alone (the slow check reports what fails it).
+static inline bool mi_free_ptr_in_range(const mi_page_t* page, const void* p) {
   const size_t ofs = (size_t)((const uint8_t*)p - page->page_start);   // huge below the start
   const size_t bsize = page->xblock_size;   // (a huge page: the sentinel, and only its start passes)
-  if (mi_likely(ofs + bsize - 1 < mi_page_capacity_shared(page) * bsize && (ofs % MI_INTPTR_SIZE) == 0)) return true;
+  return (ofs + bsize - 1 < mi_page_capacity_shared(page) * bsize && (ofs % MI_INTPTR_SIZE) == 0);
+}
+
+static inline bool mi_free_ptr_check(const mi_page_t* page, const void* p) {
+  if (mi_likely(mi_free_ptr_in_range(page, p))) return true;
   return mi_free_ptr_check_slow(page, p);
+}
+#endif
+
+#if defined(MI_CHECKED_FAST_PATHS)
+// The owner's fast path in the secure profile ON: the pointer in its page's
+// blocks, the block's own trailer live with its fill intact; then the
+// trailer reads free. Anything else (not a block's start, a double free, an
+// overflow) returns false, having changed nothing, and the caller hands the
+// free to mi_free_generic, whose checks say what it is. (Only tail calls
+// leave this path: no registers to save on the way in.)
+static inline bool mi_free_fast_checked(const mi_page_t* page, mi_block_t* block) {
+  if (mi_unlikely(!mi_free_ptr_in_range(page, block))) return false;
+  const size_t bsize = page->xblock_size;
+  if (mi_unlikely(bsize >= MI_HUGE_BLOCK_SIZE)) return false;   // (its size is a call away)
+  const size_t usable = bsize - MI_PADDING_SIZE;
+  if (mi_unlikely(usable < sizeof(mi_block_t))) return true;   // 8-byte blocks: no room for checks
+  uint8_t* const trailer = mi_trailer_of(block, usable);
+  const uint64_t key = mi_trailer_key(page, block);
+  const uint64_t state = mi_trailer_load(trailer) ^ key;
+  if (mi_unlikely(!mi_trailer_state_is_live(state, usable) ||
+                  !mi_trailer_fill_intact(block, usable, (size_t)(state >> 32)))) return false;
+  mi_trailer_store(trailer, key ^ MI_TRAILER_FREE);
+  return true;
 }
 #endif
 
@@ -716,6 +781,12 @@ static mi_decl_noinline void mi_free_generic(mi_segment_t* segment, mi_page_t* p
   _mi_purger_poll();
 }
 
+// The owner's free emptied the page (a tail call from mi_free's fast path).
+static mi_decl_noinline void mi_free_page_emptied(mi_page_t* page) mi_attr_noexcept {
+  _mi_page_retire(page);
+  _mi_purger_poll();
+}
+
 // A NULL pointer or one at offset 0 of a segment unit (big-alignment block).
 static mi_decl_noinline void mi_free_unit_aligned(void* p) mi_attr_noexcept {
   if (p == NULL) return;
@@ -733,7 +804,7 @@ void mi_free(void* p) mi_attr_noexcept {
     mi_free_unit_aligned(p);
     return;
   }
-  #if (MI_DEBUG > 0) || (MI_SECURE >= 4)
+  #if defined(MI_FREE_CHECK_PTR)
   // debug and secure builds validate before reading anything at the segment address
   if (mi_unlikely(!_mi_segment_map_contains(segment))) {
     mi_free_invalid(p);
@@ -743,20 +814,26 @@ void mi_free(void* p) mi_attr_noexcept {
   mi_page_t* const page = _mi_segment_page_of(segment, p);
   const uintptr_t tid = _mi_thread_id();
   if (mi_likely(tid == mi_atomic_load_relaxed(&segment->thread_id) && mi_page_flags(page) == 0)) {
+    mi_block_t* const block = (mi_block_t*)p;
+    mi_assert_local_page(page);
+    #if defined(MI_CHECKED_FAST_PATHS)
+    if (mi_unlikely(!mi_free_fast_checked(page, block))) {
+      mi_free_generic(segment, page, p);
+      return;
+    }
+    #else
     #if defined(MI_FREE_CHECK_PTR)
     if (mi_unlikely(!mi_free_ptr_check(page, p))) return;
     #endif
-    mi_block_t* const block = (mi_block_t*)p;
-    mi_assert_local_page(page);
     mi_stat_free(page, block);
     if (!mi_free_checks(page, block, true, true)) return;
+    #endif
     #if !defined(MI_TRAILER_LINK)
     mi_block_set_next(page, block, page->local_free);
     #endif
     page->local_free = block;
     if (mi_unlikely(--page->used == 0)) {
-      _mi_page_retire(page);
-      _mi_purger_poll();
+      mi_free_page_emptied(page);
     }
   }
   else {

@@ -33,7 +33,7 @@ const mi_page_t _mi_page_empty = { 0 };
 #define MI_SMALL_PAGES_EMPTY  { MI_INIT128(MI_PAGE_EMPTY), MI_PAGE_EMPTY() }
 #endif
 
-#if (MI_SECURE > 0)
+#if MI_SECURE_RANDOM
 #define MI_RANDOM_EMPTY  { { 0 }, { 0 }, 0 }
 #else
 #define MI_RANDOM_EMPTY  { { 0, 0, 0, 0 } }
@@ -514,8 +514,8 @@ void mi_process_init(void) mi_attr_noexcept {
   #if (MI_DEBUG > 0)
   _mi_verbose_message("debug level : %d\n", MI_DEBUG);
   #endif
-  #if (MI_SECURE > 0)
-  _mi_verbose_message("secure level: %d\n", MI_SECURE);
+  #if defined(MI_SECURE_NAME)
+  _mi_verbose_message("secure profile: %s\n", MI_SECURE_NAME);
   #endif
   mi_thread_init();
 }

@@ -712,7 +712,7 @@ static inline bool mi_is_in_same_page(const void* p, const void* q) {
 mi_decl_cold void _mi_block_next_corrupt(const mi_page_t* page, const mi_block_t* block, const mi_block_t* next);
 
 #if defined(MI_TRAILER_LINK)
-// Secure builds of level 4 keep a free block's link in its trailer, the word
+// Secure builds of profile FULL (MI_TRAILER_LINK) keep a free block's link in its trailer, the word
 // that holds the block's state while it is handed out (defined with the
 // trailer, below): a free block then reads zero from its first byte to its
 // trailer. (A heap's delayed list links through the first word all the

@@ -31,32 +31,116 @@
   #endif
 #endif
 
-// MI_SECURE: 0 = off; 1-4 = the secure build's level (docs/secure.md):
-// guard pages (1, 2), encoded free lists (3), double-free, pointer and
-// canary checks (4). CMake MI_SECURE=ON means 4.
+// MI_SECURE: the secure build's profile (docs/secure.md), set by CMake:
+//   0 = off;
+//   1 = ON, the secure mode with a small penalty (aim: 1.10x release): guard
+//       pages, encoded free lists, random allocation order, the trailer word
+//       (a block's state and size: double-free and invalid-free detection, its
+//       own canary checked on free, bounds-checked memcpy/memmove/memset),
+//       malloc(0) of no access; the process stops at a detected misuse;
+//   2 = FULL, all of ON and every check we have: freed memory zeroed and
+//       checked on reuse, the neighbours' canaries checked on every free,
+//       C++ delete/delete[] and sized-delete checks (aim: 1.50x release).
+// Every secure feature below is derived from it here, and only the feature
+// macros are tested in the code (0/1 values: usable in `if` as in `#if`).
 #if !defined(MI_SECURE)
   #define MI_SECURE 0
 #endif
+#if (MI_SECURE < 0) || (MI_SECURE > 2)
+  #error "MI_SECURE must be 0 (off), 1 (ON) or 2 (FULL)"
+#endif
+#define MI_SECURE_FULL    (MI_SECURE >= 2)
+#if (MI_SECURE > 0)
+  #define MI_SECURE_NAME  (MI_SECURE_FULL ? "FULL" : "ON")   // MIMALLOC_VERBOSE prints it
+#endif
 
-// MI_PADDING: every block gets an 8-byte trailer (canary + distance to the
-// user data's end) checked on free: byte-precise overflow detection; also
-// makes mi_usable_size exact. On by default in debug builds and in secure
-// builds of level 4 (CMake MI_PADDING); secure builds also check the canary
-// below a freed block (a write before its start). Cost: 8 bytes per block and
-// a check per free.
+// The features below that cost the most can be switched off one by one to
+// measure what each costs (e.g. CMAKE_C_FLAGS=-DMI_SECURE_RANDOM=0 in a
+// secure build; docs/secure.md has the figures). Such builds are for
+// measuring only: CI builds and tests the two profiles as derived here.
+
+// MI_SECURE_GUARDS: a guard page (no access) after the segment header and at
+// the end of the segment; headers rounded to whole OS pages; no pinned
+// (large OS page) memory for segments. MI_SECURE_PAGE_GUARDS: a guard at the
+// end of every page of a segment too. Cost: an OS page per guarded page, an
+// mprotect per page claimed in a segment's life.
+#if !defined(MI_SECURE_GUARDS)
+  #define MI_SECURE_GUARDS  (MI_SECURE > 0)
+#endif
+#if !defined(MI_SECURE_PAGE_GUARDS)
+  #define MI_SECURE_PAGE_GUARDS  (MI_SECURE > 0)
+#endif
+
+// MI_SECURE_RANDOM: fresh blocks threaded in random order (a page extended by
+// at least MI_SECURE_MIN_EXTEND blocks, so that there is something to
+// shuffle), the block freed last never the next one out, emptied pages keep
+// their order, ChaCha20 as the generator. Cost: locality of allocation order
+// (real programs pay most of it, docs/secure.md) and memory touched sooner.
+#if !defined(MI_SECURE_RANDOM)
+  #define MI_SECURE_RANDOM  (MI_SECURE > 0)
+#endif
+#if !defined(MI_SECURE_MIN_EXTEND)
+  #define MI_SECURE_MIN_EXTEND  (32)
+#endif
+
+// MI_SECURE_RANDOM_EXTEND: when a page has both freed blocks and room to
+// grow, a coin decides whether it grows first: whether the next block is a
+// recycled one cannot be predicted. Cost: a random draw per page search,
+// pages grown to their full size sooner.
+#if !defined(MI_SECURE_RANDOM_EXTEND)
+  #define MI_SECURE_RANDOM_EXTEND  MI_SECURE_RANDOM
+#endif
+
+// MI_SECURE_CLEAR_LINK: a block's (encoded) free-list link word is cleared
+// before the block is handed out: no link (and so nothing of the page's keys)
+// reaches the program (where the link is not in the trailer).
+#define MI_SECURE_CLEAR_LINK  (MI_SECURE > 0)
+
+// MI_SECURE_STOP: a detected heap misuse stops the process (abort) unless
+// MIMALLOC_SECURE_CONTINUE is set or an error handler is registered.
+#define MI_SECURE_STOP    (MI_SECURE > 0)
+
+// MI_PADDING: every block gets an 8-byte trailer (its state: live with the
+// distance to the user data's end, or free; canary fill after the user
+// data) checked on free: double frees, pointers that are not a block's
+// start, byte-precise overflows; mi_usable_size is exact. On in debug and
+// secure builds (CMake MI_PADDING; a secure build without it is a configure
+// error). Cost: 8 bytes per block, a store on malloc, a load and compare on
+// free.
 #if !defined(MI_PADDING)
-  #if (MI_DEBUG >= 1) || (MI_SECURE >= 4)
+  #if (MI_DEBUG >= 1) || (MI_SECURE > 0)
     #define MI_PADDING 1
   #else
     #define MI_PADDING 0
   #endif
 #endif
+#if (MI_SECURE > 0) && (MI_PADDING == 0)
+  #error "a secure build needs MI_PADDING (its trailer): build with MI_PADDING on"
+#endif
 
+// MI_FREE_CHECK_PTR: a freed pointer is checked against the segment map before
+// anything is read at it, and to lie on a block start in its page's blocks
+// (secure and debug builds: those with trailers).
+#if (MI_PADDING > 0)
+  #define MI_FREE_CHECK_PTR 1
+#endif
+
+// MI_CHECK_NEIGHBOURS: the free of a block also checks the canaries of the
+// blocks below and above it (an overflow into a neighbour's slack, an
+// underflow) (FULL and debug builds). Cost: two trailer loads and fill
+// compares per free (about 7% of the suite).
+#define MI_CHECK_NEIGHBOURS  (MI_SECURE_FULL || (MI_DEBUG > 0 && MI_PADDING > 0))
+
+// MI_CHECK_DELETE: C++ new[] marks its blocks, so that delete of a new[]
+// block, delete[] of a new block and a sized delete with the wrong size are
+// reported (FULL and debug builds; not ON: delete of a new[] block of a
+// trivially destructible type is common in real programs).
+#define MI_CHECK_DELETE   (MI_SECURE_FULL || (MI_SECURE == 0 && MI_PADDING > 0))
 
 // MI_ZERO_AREA: malloc(0) returns a unique address in an area of no access
-// (a read or write through it faults), freed as usual (secure level 4, whose
-// free checks the segment map before it reads anything at a pointer).
-#if (MI_SECURE >= 4) && (MI_PADDING > 0)
+// (a read or write through it faults), freed as usual (secure builds,
+// whose free checks the segment map before it reads anything at a pointer).
+#if (MI_SECURE > 0)
   #define MI_ZERO_AREA 1
 #endif
 
@@ -71,17 +155,17 @@
 // checked to still read zero (its link is in its trailer): freed memory reads as zero,
 // and a write after free is caught when the block is reused (large blocks:
 // in their head and last word, whole at random; alloc.c mi_block_zero_check)
-// (secure level 4; blocks of small and medium pages, up to
+// (FULL; blocks of small and medium pages, up to
 // MI_MEDIUM_OBJ_SIZE_MAX; calloc then needs no memset for them).
-#if (MI_SECURE >= 4) && (MI_PADDING > 0)
+#if MI_SECURE_FULL
   #define MI_ZERO_ON_FREE 1
 #endif
 
 // MI_TRAILER_LINK: a free block's free-list link is kept in its trailer (the
 // free state, with the link in its high half), not in its first word, so
-// that all of a freed block can read zero (MI_ZERO_ON_FREE; debug builds,
-// whose trailers have no such need, keep the link in the first word, where
-// a write after free damages it and the list walk reports it).
+// that all of a freed block can read zero (MI_ZERO_ON_FREE; debug builds and
+// ON, whose trailers have no such need, keep the link in the first word,
+// where a write after free damages it and the list walk reports it).
 #if defined(MI_ZERO_ON_FREE)
   #define MI_TRAILER_LINK 1
 #endif
@@ -98,10 +182,10 @@
 #endif
 
 // MI_ENCODE_FREELIST: free-list links are stored encoded with per-page keys
-// and checked on decode (corruption detection; double-free detection builds
-// on it). On in debug builds, with padding, and in secure builds (level 3+).
+// and checked on decode (corruption detection; the trailer's key is made of
+// the same keys). On in debug and secure builds (with the trailer).
 // Cost: a few instructions per malloc and free, 16 bytes per page descriptor.
-#if (MI_SECURE >= 3) || (MI_DEBUG >= 1) || (MI_PADDING > 0)
+#if (MI_SECURE > 0) || (MI_DEBUG >= 1) || (MI_PADDING > 0)
   #define MI_ENCODE_FREELIST 1
 #endif
 
@@ -267,8 +351,8 @@ typedef _Atomic(uint8_t) mi_page_flags_t;
 // ------------------------------------------------------
 
 // A page: a run of equal-sized blocks inside a segment. 64 bytes on 64-bit in
-// release builds; 72 with the block area's start (secure levels 1-2), 88 with
-// the free-list keys too (secure levels 3-4 and debug builds).
+// release builds; 88 with the block area's start and the free-list keys
+// (secure and debug builds).
 // Invariants (owner thread's view, after collecting thread_free):
 //   used + |free| + |local_free| == capacity <= reserved;
 //   used counts blocks handed out (including those sitting in thread_free);
@@ -307,7 +391,7 @@ typedef struct mi_page_s {
     };
     int64_t purge_expire;       // an unused page whose purge is pending: when it is due (ms)
   };
-  #if (MI_SECURE > 0) || (MI_PADDING > 0)
+  #if (MI_PADDING > 0)
   uint8_t* page_start;          // the block area (checked builds check every freed pointer against it)
   #endif
 } mi_page_t;
@@ -360,7 +444,7 @@ typedef struct mi_segment_s {
   uint8_t    page_kind;         // a mi_page_kind_t
   uint8_t    page_shift;        // log2 of the page size (16, 19 or 22)
   size_t     huge_purged;       // huge: bytes of its block purged while in use (another thread freed it), counted in `reset` until the segment goes; set by the thread that purges, before the owner may free the segment
-  uint64_t   guard_mask;        // secure level >= 2, small/medium: pages whose end guard is installed (bit i: pages[i])
+  uint64_t   guard_mask;        // MI_SECURE_PAGE_GUARDS, small/medium: pages whose end guard is installed (bit i: pages[i])
 
   struct mi_segment_s* next;    // free-segment queue links (owner only)
   struct mi_segment_s* prev;
@@ -409,7 +493,7 @@ typedef struct mi_page_queue_s {
 
 // Random generator state (see random.c): xoshiro256** in release builds,
 // ChaCha20 (a cipher's key stream) in secure builds.
-#if (MI_SECURE > 0)
+#if MI_SECURE_RANDOM
 typedef struct mi_random_ctx_s {
   uint32_t input[16];      // constants, 256-bit key, 64-bit block counter, 64-bit nonce
   uint32_t output[16];     // the current key-stream block

@@ -387,8 +387,8 @@ static void mi_error_default(int err) {
 static void mi_error_vmessage(bool misuse, int err, const char* fmt, va_list args) {
   // secure builds stop at heap misuse (unless secure_continue), and say what
   // it was whatever show_errors and max_errors say
-  const bool stop = (MI_SECURE > 0 && misuse && mi_error_handler == NULL && !mi_option_is_enabled(mi_option_secure_continue));
-  if ((MI_SECURE > 0 && misuse) || mi_show_error_message()) {
+  const bool stop = (MI_SECURE_STOP && misuse && mi_error_handler == NULL && !mi_option_is_enabled(mi_option_secure_continue));
+  if ((MI_SECURE_STOP && misuse) || mi_show_error_message()) {
     mi_vfprintf(NULL, NULL, "mimalloc: error: ", fmt, args);
   }
   if (stop) abort();

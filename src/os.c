@@ -343,7 +343,7 @@ static _Atomic(uintptr_t) huge_hint;
 
 static void mi_os_init_huge_hint(uintptr_t random) {
   uintptr_t start = MI_HUGE_HINT_BASE;
-  #if (MI_DEBUG == 0 || MI_SECURE > 0)
+  #if (MI_DEBUG == 0 || MI_SECURE_RANDOM)
   start += MI_HUGE_OS_PAGE_SIZE * ((random >> 40) & 0xFFF);
   #else
   (void)random;

@@ -145,7 +145,7 @@ static void mi_page_thread_free_collect(mi_page_t* page, bool force) {
 
   // (secure builds always walk, below: the walk is what catches a block freed
   // twice by other threads, and their emptied pages keep their random order)
-  if (MI_SECURE == 0 && count > 0 && count <= max_count && both_lists && count == page->used) {
+  if (!MI_SECURE_RANDOM && count > 0 && count <= max_count && both_lists && count == page->used) {
     // every block is free again: start over instead of joining the lists
     #if (MI_DEBUG >= 3)
     if (mi_page_list_count(page, head) != count) {
@@ -158,7 +158,7 @@ static void mi_page_thread_free_collect(mi_page_t* page, bool force) {
     return;
   }
 
-  #if (MI_DEBUG == 0) && (MI_SECURE == 0)
+  #if (MI_DEBUG == 0) && !MI_SECURE_RANDOM
   // the count came with the list: no walk when one of the owner's lists is
   // empty (the usual case: the allocation list ran out)
   if (count > 0 && count <= max_count && !both_lists) {
@@ -194,7 +194,7 @@ void _mi_page_free_collect(mi_page_t* page, bool force) {
     mi_page_thread_free_collect(page, force);
   }
   if (page->local_free != NULL) {
-    #if (MI_SECURE > 0)
+    #if MI_SECURE_RANDOM
     if (page->free == NULL && !force) {
       // secure builds never hand out the block freed last as the next one:
       // the first two change places, and a lone freed block waits while the
@@ -341,7 +341,7 @@ void _mi_page_retire(mi_page_t* page) mi_attr_noexcept {
       _mi_page_queue_push(heap, pq, page);
     }
   }
-  if (MI_SECURE == 0 && page->free == NULL && !mi_page_free_list_is_ordered(page)) {   // (else `free` serves first)
+  if (!MI_SECURE_RANDOM && page->free == NULL && !mi_page_free_list_is_ordered(page)) {   // (else `free` serves first)
     // start again with a free list in address order, threaded lazily: the
     // blocks came back in random order, and handing them out in that order
     // would scatter the next batch over the page (bench batch: 0.6 s with
@@ -461,7 +461,7 @@ static void mi_page_free_list_extend(mi_page_t* page, size_t bsize, size_t exten
   page->free = start;
 }
 
-#if (MI_SECURE > 0)
+#if MI_SECURE_RANDOM
 // Secure builds thread new blocks in random order: the blocks are cut into
 // up to 64 slices of consecutive blocks, and the list jumps from slice to
 // slice at random (8 fresh random bits per block), taking each slice's next
@@ -503,7 +503,7 @@ static void mi_page_free_list_extend_random(mi_page_t* page, size_t bsize, size_
 #endif
 
 // Add up to one OS page worth of blocks (at least one; secure builds: at
-// least 8 x level, to have something to shuffle) to the free list.
+// least MI_SECURE_MIN_EXTEND, to have something to shuffle) to the free list.
 static void mi_page_extend_free(mi_page_t* page) {
   mi_assert_expensive(mi_page_is_valid_init(page));
   if (page->free != NULL) return;
@@ -514,8 +514,8 @@ static void mi_page_extend_free(mi_page_t* page) {
   size_t extend = page->reserved - page->capacity;
   size_t max_extend = (bsize >= MI_MAX_EXTEND_SIZE ? MI_MIN_EXTEND : MI_MAX_EXTEND_SIZE / (uint32_t)bsize);
   if (max_extend < MI_MIN_EXTEND) max_extend = MI_MIN_EXTEND;
-  #if (MI_SECURE > 0)
-  if (max_extend < 8 * MI_SECURE) max_extend = 8 * MI_SECURE;
+  #if MI_SECURE_RANDOM
+  if (max_extend < MI_SECURE_MIN_EXTEND) max_extend = MI_SECURE_MIN_EXTEND;   // something to shuffle
   #endif
   if (extend > max_extend) extend = max_extend;
   mi_assert_internal(extend > 0 && extend + page->capacity <= page->reserved);
@@ -525,7 +525,7 @@ static void mi_page_extend_free(mi_page_t* page) {
     _mi_memzero(_mi_page_start(_mi_page_segment(page), page, NULL) + page->capacity * bsize, extend * bsize);
   }
   #endif
-  #if (MI_SECURE > 0)
+  #if MI_SECURE_RANDOM
   if (extend >= 2) mi_page_free_list_extend_random(page, bsize, extend);
   else
   #endif
@@ -566,7 +566,7 @@ static void mi_page_init(mi_heap_t* heap, mi_page_t* page, size_t block_size) {
   page->xblock_size = (sentinel ? MI_HUGE_BLOCK_SIZE : (uint32_t)block_size);
   size_t pre_size;
   uint8_t* const page_start = _mi_segment_page_start(segment, page, page->xblock_size, &page_size, &pre_size);
-  #if (MI_SECURE > 0) || (MI_PADDING > 0)
+  #if (MI_PADDING > 0)
   page->page_start = page_start;
   #else
   (void)page_start;
@@ -666,7 +666,7 @@ static mi_page_t* mi_find_free_page(mi_heap_t* heap, size_t size) {
   mi_page_queue_t* pq = _mi_page_queue(heap, size);
   mi_page_t* page = pq->first;
   if (page != NULL) {
-    #if (MI_SECURE >= 3)
+    #if MI_SECURE_RANDOM_EXTEND
     // a coin decides whether fresh blocks come before freed ones: the next
     // block cannot be predicted to be a recycled one
     if (page->capacity < page->reserved && (_mi_heap_random_next(heap) & 1) != 0) {

@@ -52,7 +52,7 @@ void _mi_chacha20_block(const uint32_t input[16], uint32_t output[16]) {
   for (int i = 0; i < 16; i++) output[i] = x[i] + input[i];
 }
 
-#if (MI_SECURE > 0)
+#if MI_SECURE_RANDOM
 
 // Seed with a 256-bit key; the nonce is the state's own address.
 static void mi_random_seed_words(mi_random_ctx_t* ctx, const uint64_t seed[4]) {

@@ -589,10 +589,10 @@ static int mi_reserve_huge_at(size_t pages, int numa_node, size_t timeout_msecs,
   if (pages == 0) return 0;
   char where[32] = "";
   if (numa_node >= 0) snprintf(where, sizeof(where), " on node %d", numa_node);
-  if (MI_SECURE > 0 || MI_INTPTR_SIZE < 8) {
+  if (MI_SECURE_GUARDS || MI_INTPTR_SIZE < 8) {
     // (secure: segments in pinned memory could have no guard pages, and would never get any)
     _mi_warning_message("huge OS pages: none reserved of %zu GiB requested%s: not in %s\n",
-                        pages, where, (MI_SECURE > 0 ? "secure builds" : "32-bit builds"));
+                        pages, where, (MI_SECURE_GUARDS ? "secure builds" : "32-bit builds"));
     return ENOMEM;
   }
   const size_t node = (numa_node < 0 ? MI_NUMA_ANY : (size_t)numa_node);

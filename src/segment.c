@@ -157,17 +157,17 @@ static size_t mi_segment_page_size(const mi_segment_t* segment) {
 // ---------------------------------------------------------------------------
 // Guard pages (secure builds, docs/secure.md): one OS page of no access after
 // the header (counted in the header size), and one at the end of the last
-// page (level 1) or of every page (level 2). A page's block area excludes its
+// page (MI_SECURE_GUARDS) or of every page (MI_SECURE_PAGE_GUARDS). A page's block area excludes its
 // guard, so commit, purge and decommit of a page never touch it.
 // ---------------------------------------------------------------------------
 
 static size_t mi_segment_guard_size(void) {
-  return (MI_SECURE > 0 ? _mi_os_page_size() : 0);
+  return (MI_SECURE_GUARDS ? _mi_os_page_size() : 0);
 }
 
 // Does the page end in a guard?
 static bool mi_segment_page_guarded(const mi_segment_t* segment, const mi_page_t* page) {
-  return (MI_SECURE >= 2 || (MI_SECURE == 1 && (size_t)page->segment_idx + 1 == segment->capacity));
+  return (MI_SECURE_PAGE_GUARDS || (MI_SECURE_GUARDS && (size_t)page->segment_idx + 1 == segment->capacity));
 }
 
 // The block area of a page. Page 0 starts after the header; in small and
@@ -194,19 +194,19 @@ uint8_t* _mi_segment_page_start(const mi_segment_t* segment, const mi_page_t* pa
       }
     }
   }
-  if (MI_SECURE > 0 && mi_segment_page_guarded(segment, page)) psize -= mi_segment_guard_size();
+  if (MI_SECURE_GUARDS && mi_segment_page_guarded(segment, page)) psize -= mi_segment_guard_size();
   if (page_size != NULL) *page_size = psize;
   mi_assert_internal(_mi_ptr_segment(p) == segment || segment->aligned_block != NULL);
   return p;
 }
 
-// Install (on) or remove the guards of a segment; idempotent. At level 2 the
+// Install (on) or remove the guards of a segment; idempotent. With page guards the
 // guards of small and medium pages are installed when a page is first
 // claimed (mi_segment_page_guard): a segment pays for the pages it uses. One
 // call removes them all (the segment's memory is then plainly accessible,
 // as the region and the segment cache expect it).
 static void mi_segment_guards(mi_segment_t* segment, bool on) {
-  #if (MI_SECURE > 0)
+  #if MI_SECURE_GUARDS
   if (segment->guarded == on || segment->mem_is_pinned) return;
   const size_t guard = mi_segment_guard_size();
   if (on) {
@@ -214,7 +214,7 @@ static void mi_segment_guards(mi_segment_t* segment, bool on) {
     for (size_t i = 0; i < segment->capacity; i++) {
       mi_page_t* page = &segment->pages[i];
       if (!mi_segment_page_guarded(segment, page)) continue;
-      if (MI_SECURE >= 2 && segment->page_kind <= MI_PAGE_MEDIUM && i + 1 < segment->capacity) continue;   // at claim
+      if (MI_SECURE_PAGE_GUARDS && segment->page_kind <= MI_PAGE_MEDIUM && i + 1 < segment->capacity) continue;   // at claim
       size_t psize;
       uint8_t* start = _mi_segment_page_start(segment, page, 0, &psize, NULL);
       _mi_os_protect(start + psize, guard);
@@ -230,10 +230,10 @@ static void mi_segment_guards(mi_segment_t* segment, bool on) {
   #endif
 }
 
-// Level 2: the guard at the end of a small or medium page, installed the
+// Page guards: the guard at the end of a small or medium page, installed the
 // first time the page is claimed in this segment's life.
 static void mi_segment_page_guard(mi_segment_t* segment, mi_page_t* page) {
-  #if (MI_SECURE >= 2)
+  #if MI_SECURE_PAGE_GUARDS
   const uint64_t bit = (uint64_t)1 << page->segment_idx;
   if (segment->page_kind > MI_PAGE_MEDIUM || segment->mem_is_pinned || (segment->guard_mask & bit) != 0) return;
   if ((size_t)page->segment_idx + 1 < segment->capacity) {   // (the last one came with the segment)
@@ -892,7 +892,7 @@ static mi_segment_t* mi_segment_alloc(size_t required, mi_page_kind_t page_kind,
   const bool eager_delayed = (page_kind <= MI_PAGE_MEDIUM && tld->count < (size_t)mi_option_get(mi_option_eager_commit_delay));
   const bool eager = !eager_delayed && (mi_option_get(mi_option_eager_commit) != 0);
   const bool commit = eager || (page_kind >= MI_PAGE_LARGE);
-  const bool allow_pinned = (MI_SECURE == 0) && !eager_delayed;   // pinned large/huge OS pages (secure: guards need mprotect)
+  const bool allow_pinned = !MI_SECURE_GUARDS && !eager_delayed;   // pinned large/huge OS pages (secure: guards need mprotect)
   mi_segment_mem_t mem;
   if (!mi_segment_mem_alloc(segment_size, info_size, page_kind, commit, allow_pinned, page_alignment, os_offset, &mem, tld)) return NULL;
   return mi_segment_init(&mem, page_kind, page_shift, capacity, segment_size, info_size,

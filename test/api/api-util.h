@@ -79,10 +79,10 @@ inline bool is_aligned(const void* p, size_t alignment) {
 
 inline bool same_ptr(const void* p, const void* q) { return opaque(p) == opaque(q); }
 
-// Secure builds of level 4 serve malloc(0) from an area of no access outside
-// every heap (MI_TEST_SECURE is the build's secure level, from CMake).
+// Secure builds (both profiles) serve malloc(0) from an area of no access
+// outside every heap (MI_TEST_SECURE is the build's secure profile, from CMake).
 inline bool secure_zero_area() {
-#if defined(MI_TEST_SECURE) && (MI_TEST_SECURE >= 4)
+#if defined(MI_TEST_SECURE) && (MI_TEST_SECURE >= 1)
   return true;
 #else
   return false;

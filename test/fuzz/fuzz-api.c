@@ -158,7 +158,7 @@ typedef struct block_s {
   int      owner;      // heap slot (>= 0) or OWNER_*
 } block_t;
 
-// Secure builds (level 4, MI_FUZZ_ZERO_AREA from CMake) serve 0-byte blocks
+// Secure builds (both profiles, MI_FUZZ_ZERO_AREA from CMake) serve 0-byte blocks
 // from an area of no access that belongs to no heap: heaps neither visit
 // nor contain them.
 static bool in_a_heap(const block_t* b) {
