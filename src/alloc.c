@@ -767,6 +767,7 @@ static mi_decl_noinline void mi_free_generic(mi_segment_t* segment, mi_page_t* p
     mi_free_invalid(p);
     return;
   }
+  page = _mi_slice_page(page);   // an interior pointer into a large block's later slice
   #if defined(MI_FREE_CHECK_PTR)
   if (mi_unlikely(!mi_free_ptr_check(page, p))) return;   // (the unit-aligned path comes here unchecked)
   #endif
@@ -811,7 +812,7 @@ void mi_free(void* p) mi_attr_noexcept {
     return;
   }
   #endif
-  mi_page_t* const page = _mi_segment_page_of(segment, p);
+  mi_page_t* const page = _mi_segment_slice_of(segment, p);   // (a large page's continuation slice: flags != 0)
   const uintptr_t tid = _mi_thread_id();
   if (mi_likely(tid == mi_atomic_load_relaxed(&segment->thread_id) && mi_page_flags(page) == 0)) {
     mi_block_t* const block = (mi_block_t*)p;

@@ -102,10 +102,14 @@ static void mi_heap_collect_ex(mi_heap_t* heap, mi_collect_t collect) {
   mi_assert_internal(collect != MI_ABANDON || mi_atomic_load_acquire(&heap->thread_delayed_free) == NULL);
 
   // pending page purges, and pending region purges; forced: also the free
-  // pages of every other thread's segments (a trim)
+  // pages of every other thread's segments (a trim). A thread that ends
+  // purges its own free pages and emptied segments now, but leaves the
+  // region blocks other threads freed to their delay: purging them here made
+  // every thread exit a process-wide purge that the next thread faulted in
+  // again (docs/design.md, "Thread exit")
   _mi_segments_collect(collect >= MI_FORCE, &heap->tld->segments);
   if (collect == MI_FORCE) _mi_segments_trim();
-  _mi_region_collect(collect >= MI_FORCE, collect == MI_FORCE);
+  _mi_region_collect(collect == MI_FORCE, collect == MI_FORCE);
   // (a purge of the background thread held some blocks meanwhile: again, once it is done)
   if (collect == MI_FORCE && _mi_housekeeping_await()) _mi_region_collect(true, true);
 }

@@ -500,9 +500,23 @@ static inline size_t mi_segment_page_index(const mi_segment_t* segment, const vo
   return idx;
 }
 
+// The descriptor of the page or slice a pointer inside the segment's first
+// 4 MiB falls in: `free`'s fast path, which sends a slice that continues a
+// large page (its flags byte is never zero) to the generic path.
+static inline mi_page_t* _mi_segment_slice_of(const mi_segment_t* segment, const void* p) {
+  return (mi_page_t*)&segment->pages[mi_segment_page_index(segment, p)];
+}
+
+// The page of a slice descriptor: itself, or for a continuation of a large
+// page (segment.c, "Large pages") the run's first slice.
+static inline mi_page_t* _mi_slice_page(mi_page_t* slice) {
+  if (mi_unlikely((mi_atomic_load_relaxed(&slice->xflags) & MI_PAGE_CONTINUATION) != 0)) return slice - slice->capacity;
+  return slice;
+}
+
 // The page descriptor of a pointer inside the segment's first 4 MiB.
 static inline mi_page_t* _mi_segment_page_of(const mi_segment_t* segment, const void* p) {
-  return (mi_page_t*)&segment->pages[mi_segment_page_index(segment, p)];
+  return _mi_slice_page(_mi_segment_slice_of(segment, p));
 }
 
 static inline mi_segment_t* _mi_page_segment(const mi_page_t* page) {

@@ -226,19 +226,19 @@
 
 #define MI_SMALL_PAGE_SHIFT               (13 + MI_INTPTR_SHIFT)      // 64 KiB
 #define MI_MEDIUM_PAGE_SHIFT              ( 3 + MI_SMALL_PAGE_SHIFT)  // 512 KiB
-#define MI_LARGE_PAGE_SHIFT               ( 3 + MI_MEDIUM_PAGE_SHIFT) // 4 MiB
-#define MI_SEGMENT_SHIFT                  ( MI_LARGE_PAGE_SHIFT)      // 4 MiB
+#define MI_SEGMENT_SHIFT                  ( 3 + MI_MEDIUM_PAGE_SHIFT) // 4 MiB
+#define MI_SLICE_SHIFT                    ( MI_SMALL_PAGE_SHIFT)      // 64 KiB: large pages are runs of slices
 
 #define MI_SEGMENT_SIZE                   ((size_t)1 << MI_SEGMENT_SHIFT)
 #define MI_SEGMENT_MASK                   ((uintptr_t)MI_SEGMENT_SIZE - 1)
 
 #define MI_SMALL_PAGE_SIZE                ((size_t)1 << MI_SMALL_PAGE_SHIFT)
 #define MI_MEDIUM_PAGE_SIZE               ((size_t)1 << MI_MEDIUM_PAGE_SHIFT)
-#define MI_LARGE_PAGE_SIZE                ((size_t)1 << MI_LARGE_PAGE_SHIFT)
+#define MI_SLICE_SIZE                     ((size_t)1 << MI_SLICE_SHIFT)
 
 #define MI_SMALL_PAGES_PER_SEGMENT        (MI_SEGMENT_SIZE/MI_SMALL_PAGE_SIZE)   // 64
 #define MI_MEDIUM_PAGES_PER_SEGMENT       (MI_SEGMENT_SIZE/MI_MEDIUM_PAGE_SIZE)  // 8
-#define MI_LARGE_PAGES_PER_SEGMENT        (MI_SEGMENT_SIZE/MI_LARGE_PAGE_SIZE)   // 1
+#define MI_SLICES_PER_SEGMENT             (MI_SEGMENT_SIZE/MI_SLICE_SIZE)        // 64
 
 #define MI_SMALL_OBJ_SIZE_MAX             (MI_SMALL_PAGE_SIZE/4)   // 16 KiB
 #define MI_MEDIUM_OBJ_SIZE_MAX            (MI_MEDIUM_PAGE_SIZE/4)  // 128 KiB
@@ -344,6 +344,7 @@ typedef uintptr_t mi_thread_free_t;   // block pointer | delayed state
 #define MI_PAGE_IN_FULL      (0x01)   // the page sits in the full queue
 #define MI_PAGE_HAS_ALIGNED  (0x02)   // some block was handed out as an aligned interior pointer
 #define MI_PAGE_HAS_SAMPLED  (0x04)   // some block is tracked by the heap profiler (prof.c): its free must tell it
+#define MI_PAGE_CONTINUATION (0x08)   // a slice of a large page after its first (its `capacity`: the distance back to the first)
 typedef _Atomic(uint8_t) mi_page_flags_t;
 
 // ------------------------------------------------------
@@ -399,7 +400,7 @@ typedef struct mi_page_s {
 typedef enum mi_page_kind_e {
   MI_PAGE_SMALL,    // 64 KiB pages, blocks <= 16 KiB
   MI_PAGE_MEDIUM,   // 512 KiB pages, blocks <= 128 KiB
-  MI_PAGE_LARGE,    // one 4 MiB page, blocks <= 2 MiB
+  MI_PAGE_LARGE,    // one block <= 2 MiB per page, a run of 64 KiB slices (segment.c)
   MI_PAGE_HUGE      // one page of any size holding one block
 } mi_page_kind_t;
 
@@ -606,6 +607,7 @@ typedef struct mi_segment_purge_list_s {
 typedef struct mi_segments_tld_s {
   mi_segment_queue_t    small_free;    // small segments with an unused page
   mi_segment_queue_t    medium_free;   // medium segments with an unused page
+  mi_segment_queue_t    large_free;    // large segments with an unused slice
   mi_segment_purge_list_t purge;       // owned segments with unused pages waiting for their purge
   size_t count;                        // segments owned
   size_t peak_count;

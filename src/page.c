@@ -246,7 +246,9 @@ void _mi_page_reclaim(mi_heap_t* heap, mi_page_t* page) {
 }
 
 static inline size_t mi_page_retire_size(const mi_page_t* page) {
-  return ((size_t)1 << _mi_page_segment(page)->page_shift);
+  const mi_segment_t* segment = _mi_page_segment(page);
+  if (segment->page_kind == MI_PAGE_LARGE) return mi_page_block_size(page);   // (one block: the page is about its size)
+  return ((size_t)1 << segment->page_shift);
 }
 
 // A retired page is used again (or freed): it no longer counts.
@@ -321,9 +323,15 @@ void _mi_page_retire(mi_page_t* page) mi_attr_noexcept {
   mi_page_set_flag(page, MI_PAGE_HAS_ALIGNED | MI_PAGE_HAS_SAMPLED, false);   // no live block: none is aligned or sampled
   mi_heap_t* heap = mi_page_heap(page);
   mi_page_queue_t* pq = _mi_heap_page_queue_of(heap, page);
-  if (mi_unlikely(page->xblock_size > MI_LARGE_OBJ_SIZE_MAX || mi_page_is_in_full(page))) {
+  if (mi_unlikely(page->xblock_size > MI_LARGE_OBJ_SIZE_MAX)) {
     _mi_page_free(page, pq, false);
     return;
+  }
+  if (mi_unlikely(mi_page_is_in_full(page))) {
+    // a page of one block (large), emptied by the free of its block: it is
+    // retired in its bin queue like any other
+    _mi_page_unfull(page);
+    pq = _mi_heap_page_queue_of(heap, page);
   }
   if (pq->first != page || pq->last != page) {
     // not the only page of its size: within the heap's bound, at the front

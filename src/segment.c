@@ -1,11 +1,13 @@
 /* ----------------------------------------------------------------------------
   segment.c -- segments: 4 MiB aligned containers of pages owned by a thread.
 
-  A segment holds 64 small pages, 8 medium pages, one large page, or one huge
-  page (then the segment is as big as the block needs). Small and medium
-  segments with an unused page sit in the thread's free-segment queue of their
-  kind; a page request takes the first such segment and claims its first
-  unused page.
+  A segment holds 64 small pages, 8 medium pages, large pages carved from 64
+  slices of 64 KiB (a run of slices per block: "Large pages" below), or one
+  huge page (then the segment is as big as the block needs). Small, medium
+  and large segments with an unused page (slice) sit in the thread's
+  free-segment queue of their kind; a page request takes the first such
+  segment and claims its first unused page (a large one: the first segment
+  with a run of free slices that fits, and the lowest such run).
 
   Pages given back to a segment wait for a *delayed purge*: after
   `reset_delay` ms their memory is purged, unless they are claimed again
@@ -88,6 +90,7 @@ static void mi_segment_enqueue(mi_segment_queue_t* queue, mi_segment_t* segment)
 static mi_segment_queue_t* mi_segment_free_queue_of_kind(mi_page_kind_t kind, mi_segments_tld_t* tld) {
   if (kind == MI_PAGE_SMALL) return &tld->small_free;
   if (kind == MI_PAGE_MEDIUM) return &tld->medium_free;
+  if (kind == MI_PAGE_LARGE) return &tld->large_free;
   return NULL;
 }
 
@@ -118,6 +121,8 @@ static void mi_segment_insert_in_free_queue(mi_segment_t* segment, mi_segments_t
 // ---------------------------------------------------------------------------
 
 static size_t mi_segment_page_size(const mi_segment_t* segment);
+static size_t mi_segment_guard_size(void);
+static bool mi_page_is_continuation(const mi_page_t* page);
 static void mi_segment_abandon(mi_segment_t* segment, mi_segments_tld_t* tld);
 
 #if (MI_DEBUG >= 3)
@@ -126,14 +131,15 @@ static bool mi_segment_is_valid(const mi_segment_t* segment, mi_segments_tld_t* 
   mi_assert_internal(mi_segment_is_valid_cookie(segment));
   mi_assert_internal(segment->used <= segment->capacity);
   mi_assert_internal(segment->abandoned <= segment->used);
-  size_t nfree = 0;
+  size_t nfree = 0, nslices = 0;
   for (size_t i = 0; i < segment->capacity; i++) {
     const mi_page_t* page = &segment->pages[i];
     mi_assert_internal(page->segment_idx == i);
     if (!page->segment_in_use) nfree++;
+    else if (mi_page_is_continuation(page)) nslices++;
     mi_assert_internal(((segment->free_mask >> i) & 1) == (page->segment_in_use ? 0u : 1u));
   }
-  mi_assert_internal(nfree + segment->used == segment->capacity);
+  mi_assert_internal(nfree + nslices + segment->used == segment->capacity);
   mi_assert_internal(segment->page_kind == MI_PAGE_HUGE ||
                      (mi_segment_page_size(segment) * segment->capacity == segment->segment_size));
   (void)tld;
@@ -147,11 +153,57 @@ static bool mi_segment_is_valid(const mi_segment_t* segment, mi_segments_tld_t* 
 
 static size_t mi_segment_page_size(const mi_segment_t* segment) {
   if (segment->capacity > 1) {
-    mi_assert_internal(segment->page_kind <= MI_PAGE_MEDIUM);
+    mi_assert_internal(segment->page_kind <= MI_PAGE_LARGE);
     return ((size_t)1 << segment->page_shift);
   }
-  mi_assert_internal(segment->page_kind >= MI_PAGE_LARGE);
+  mi_assert_internal(segment->page_kind == MI_PAGE_HUGE);
   return segment->segment_size;
+}
+
+// ---------------------------------------------------------------------------
+// Large pages: a large segment is 64 slices of 64 KiB, and a large page (one
+// block) is a run of as many adjacent slices as its block needs. The run's
+// first descriptor is the page; the others are continuations: in use (their
+// bits in free_mask are clear), MI_PAGE_CONTINUATION in their flags, and the
+// distance back to the first in their `capacity` (_mi_slice_page). Free
+// slices are free pages like any other: purged after the delay, adjacent
+// ones together, trimmed, committed when claimed. See docs/design.md,
+// "Large blocks".
+// ---------------------------------------------------------------------------
+
+static bool mi_page_is_continuation(const mi_page_t* page) {
+  return ((mi_page_flags(page) & MI_PAGE_CONTINUATION) != 0);
+}
+
+// The slices a large page from slice `idx` takes for blocks of `block_size`
+// (the first slice's area starts after the header; secure builds keep room
+// for a guard page at the end).
+static size_t mi_segment_run_slices(const mi_segment_t* segment, size_t idx, size_t block_size) {
+  const size_t ofs = (idx == 0 ? segment->segment_info_size : 0);
+  return _mi_divide_up(ofs + block_size + mi_segment_guard_size(), MI_SLICE_SIZE);
+}
+
+// The lowest run of free slices of a large segment that fits a block of
+// `block_size` (from slice 0 it takes more: the header).
+static bool mi_segment_large_find_run(const mi_segment_t* segment, size_t block_size, size_t* first) {
+  mi_assert_internal(segment->page_kind == MI_PAGE_LARGE);
+  const uint64_t free = segment->free_mask;
+  const size_t n = mi_segment_run_slices(segment, 1, block_size);
+  uint64_t starts = free;   // bit i: slices i .. i+n-1 are free
+  for (size_t k = 1; k < n && starts != 0; k++) starts &= (free >> k);
+  if ((starts & 1) != 0) {
+    const uint64_t run0 = mi_bit_mask(mi_segment_run_slices(segment, 0, block_size), 0);
+    if ((free & run0) != run0) starts &= ~(uint64_t)1;
+  }
+  if (starts == 0) return false;
+  *first = mi_ctz(starts);
+  return true;
+}
+
+// The slices of a page: more than one only for a large page in use.
+static size_t mi_segment_page_slices(const mi_segment_t* segment, const mi_page_t* page) {
+  if (segment->page_kind != MI_PAGE_LARGE || !page->segment_in_use || page->xblock_size == 0) return 1;
+  return mi_segment_run_slices(segment, page->segment_idx, page->xblock_size);
 }
 
 // ---------------------------------------------------------------------------
@@ -165,17 +217,26 @@ static size_t mi_segment_guard_size(void) {
   return (MI_SECURE_GUARDS ? _mi_os_page_size() : 0);
 }
 
-// Does the page end in a guard?
-static bool mi_segment_page_guarded(const mi_segment_t* segment, const mi_page_t* page) {
-  return (MI_SECURE_PAGE_GUARDS || (MI_SECURE_GUARDS && (size_t)page->segment_idx + 1 == segment->capacity));
+// Does the page (or slice) `idx` end in a guard?
+static bool mi_segment_page_guarded(const mi_segment_t* segment, size_t idx) {
+  return (MI_SECURE_PAGE_GUARDS || (MI_SECURE_GUARDS && idx + 1 == segment->capacity));
 }
 
 // The block area of a page. Page 0 starts after the header; in small and
 // medium segments its start is moved up to a multiple of the block size so
 // that blocks of power-of-two sizes are naturally aligned (aligned malloc).
+// A large page with `block_size` > 0 is the run of slices its block takes;
+// with 0, the one slice (purges, commits, trims: what free slices are).
 uint8_t* _mi_segment_page_start(const mi_segment_t* segment, const mi_page_t* page, size_t block_size, size_t* page_size, size_t* pre_size) {
-  size_t psize = mi_segment_page_size(segment);
-  uint8_t* p = (uint8_t*)segment + page->segment_idx * psize;
+  const size_t slice_size = mi_segment_page_size(segment);
+  uint8_t* p = (uint8_t*)segment + page->segment_idx * slice_size;
+  size_t psize = slice_size;
+  size_t last = page->segment_idx;   // the page's last slice
+  if (segment->page_kind == MI_PAGE_LARGE && block_size > 0) {
+    const size_t n = mi_segment_run_slices(segment, page->segment_idx, block_size);
+    psize = n * slice_size;
+    last += n - 1;
+  }
   if (pre_size != NULL) *pre_size = 0;
   if (mi_unlikely(segment->aligned_block != NULL)) {
     // big-alignment huge segment: the block area starts at the aligned block
@@ -194,7 +255,7 @@ uint8_t* _mi_segment_page_start(const mi_segment_t* segment, const mi_page_t* pa
       }
     }
   }
-  if (MI_SECURE_GUARDS && mi_segment_page_guarded(segment, page)) psize -= mi_segment_guard_size();
+  if (MI_SECURE_GUARDS && mi_segment_page_guarded(segment, last)) psize -= mi_segment_guard_size();
   if (page_size != NULL) *page_size = psize;
   mi_assert_internal(_mi_ptr_segment(p) == segment || segment->aligned_block != NULL);
   return p;
@@ -213,8 +274,8 @@ static void mi_segment_guards(mi_segment_t* segment, bool on) {
     _mi_os_protect((uint8_t*)segment + segment->segment_info_size - guard, guard);
     for (size_t i = 0; i < segment->capacity; i++) {
       mi_page_t* page = &segment->pages[i];
-      if (!mi_segment_page_guarded(segment, page)) continue;
-      if (MI_SECURE_PAGE_GUARDS && segment->page_kind <= MI_PAGE_MEDIUM && i + 1 < segment->capacity) continue;   // at claim
+      if (!mi_segment_page_guarded(segment, i)) continue;
+      if (MI_SECURE_PAGE_GUARDS && segment->page_kind != MI_PAGE_HUGE && i + 1 < segment->capacity) continue;   // at claim
       size_t psize;
       uint8_t* start = _mi_segment_page_start(segment, page, 0, &psize, NULL);
       _mi_os_protect(start + psize, guard);
@@ -230,20 +291,34 @@ static void mi_segment_guards(mi_segment_t* segment, bool on) {
   #endif
 }
 
-// Page guards: the guard at the end of a small or medium page, installed the
-// first time the page is claimed in this segment's life.
-static void mi_segment_page_guard(mi_segment_t* segment, mi_page_t* page) {
+// Page guards: the guard at the end of a small or medium page, or of a run
+// of `n` slices from `first` (a large page), installed the first time a page
+// ends there in this segment's life. A run also lifts the guards its slices
+// ended in before (they are inside its block now).
+static void mi_segment_run_guard(mi_segment_t* segment, size_t first, size_t n) {
   #if MI_SECURE_PAGE_GUARDS
-  const uint64_t bit = (uint64_t)1 << page->segment_idx;
-  if (segment->page_kind > MI_PAGE_MEDIUM || segment->mem_is_pinned || (segment->guard_mask & bit) != 0) return;
-  if ((size_t)page->segment_idx + 1 < segment->capacity) {   // (the last one came with the segment)
+  if (segment->page_kind == MI_PAGE_HUGE || segment->mem_is_pinned) return;
+  const size_t guard = mi_segment_guard_size();
+  for (size_t i = first; i + 1 < first + n; i++) {
+    const uint64_t bit = (uint64_t)1 << i;
+    if ((segment->guard_mask & bit) == 0) continue;
     size_t psize;
-    uint8_t* start = _mi_segment_page_start(segment, page, 0, &psize, NULL);
-    _mi_os_protect(start + psize, mi_segment_guard_size());
+    uint8_t* start = _mi_segment_page_start(segment, &segment->pages[i], 0, &psize, NULL);
+    _mi_os_unprotect(start + psize, guard);
+    _mi_memzero(start + psize, guard);   // (it kept what an earlier block wrote there: the slices may count as zero)
+    segment->guard_mask &= ~bit;
+  }
+  const size_t last = first + n - 1;
+  const uint64_t bit = (uint64_t)1 << last;
+  if ((segment->guard_mask & bit) != 0) return;
+  if (last + 1 < segment->capacity) {   // (the last one came with the segment)
+    size_t psize;
+    uint8_t* start = _mi_segment_page_start(segment, &segment->pages[last], 0, &psize, NULL);
+    _mi_os_protect(start + psize, guard);
   }
   segment->guard_mask |= bit;
   #else
-  (void)segment; (void)page;
+  (void)segment; (void)first; (void)n;
   #endif
 }
 
@@ -330,7 +405,7 @@ static inline bool mi_segment_is_locked(const mi_segment_t* segment) {
 // Page purge and its delay
 // ---------------------------------------------------------------------------
 //
-// An unused page of a small or medium segment is not purged at once: its bit
+// An unused page (or slice) of a small, medium or large segment is not purged at once: its bit
 // is set in the segment's purge_mask with an expiry `reset_delay` ms ahead
 // (kept in the unused page's descriptor), and the segment joins its
 // owner's purge list. Claiming the page before then clears the bit: no system
@@ -367,7 +442,7 @@ static size_t mi_segment_pages_range(const mi_segment_t* segment, size_t first, 
 // pages. Pages that are purged already (a trim's) are left out. Under the
 // trim lock.
 static void mi_segment_purge_pages(mi_segment_t* segment, uint64_t mask) {
-  mi_assert_internal(segment->page_kind <= MI_PAGE_MEDIUM && segment->aligned_block == NULL);
+  mi_assert_internal(segment->page_kind != MI_PAGE_HUGE && segment->aligned_block == NULL);
   mi_assert_internal(mi_segment_is_locked(segment));
   for (uint64_t m = mask; m != 0; m &= m - 1) {
     if (!mi_page_is_purgeable(segment, &segment->pages[mi_ctz(m)])) mask &= ~((uint64_t)1 << mi_ctz(m));
@@ -448,20 +523,26 @@ static void mi_segment_purge_due(mi_segment_t* segment, int64_t now, bool force)
   mi_segment_unlock(segment, locked);
 }
 
-// An unused page: purge it after the delay, unless it is claimed before.
-// `tld` is the owner's, or NULL for an abandoned segment (the sweep's).
-static void mi_segment_purge_add(mi_segment_t* segment, mi_page_t* page, mi_segments_tld_t* tld) {
-  mi_assert_internal(!page->segment_in_use && page->used == 0 && page->purge_expire == 0);
+// Unused pages (or the slices of a large page): purge them after the delay,
+// unless they are claimed before. `tld` is the owner's, or NULL for an
+// abandoned segment (the sweep's).
+static void mi_segment_purge_add(mi_segment_t* segment, uint64_t mask, mi_segments_tld_t* tld) {
   if (!mi_option_is_enabled(mi_option_page_reset)) return;
-  if (segment->page_kind > MI_PAGE_MEDIUM || !mi_page_is_purgeable(segment, page)) return;
+  if (segment->page_kind == MI_PAGE_HUGE) return;
+  for (uint64_t m = mask; m != 0; m &= m - 1) {
+    const mi_page_t* page = &segment->pages[mi_ctz(m)];
+    mi_assert_internal(!page->segment_in_use && page->used == 0 && page->purge_expire == 0);
+    if (!mi_page_is_purgeable(segment, page)) mask &= ~mi_segment_page_bit(page);
+  }
+  if (mask == 0) return;
   const int64_t delay = _mi_purge_delay();
   if (delay == 0) {
-    mi_segment_purge_pages(segment, mi_segment_page_bit(page));
+    mi_segment_purge_pages(segment, mask);
     return;
   }
   const int64_t expire = _mi_prim_clock_now() + delay;
-  page->purge_expire = expire;
-  segment->purge_mask |= mi_segment_page_bit(page);
+  for (uint64_t m = mask; m != 0; m &= m - 1) segment->pages[mi_ctz(m)].purge_expire = expire;
+  segment->purge_mask |= mask;
   if (segment->purge_expire == 0) {
     segment->purge_expire = expire;
     if (tld != NULL) mi_purge_list_add(segment, tld);
@@ -472,12 +553,12 @@ static void mi_segment_purge_add(mi_segment_t* segment, mi_page_t* page, mi_segm
   }
 }
 
-// A pending page is claimed again: no purge.
-static void mi_segment_purge_cancel(mi_segment_t* segment, mi_page_t* page, mi_segments_tld_t* tld) {
-  const uint64_t bit = mi_segment_page_bit(page);
-  if ((segment->purge_mask & bit) == 0) return;
-  segment->purge_mask &= ~bit;
-  page->purge_expire = 0;
+// Pending pages (or slices) are claimed again: no purge.
+static void mi_segment_purge_cancel(mi_segment_t* segment, uint64_t mask, mi_segments_tld_t* tld) {
+  mask &= segment->purge_mask;
+  if (mask == 0) return;
+  segment->purge_mask &= ~mask;
+  for (uint64_t m = mask; m != 0; m &= m - 1) segment->pages[mi_ctz(m)].purge_expire = 0;
   if (segment->purge_mask == 0) {
     segment->purge_expire = 0;
     mi_purge_list_remove(segment, tld);
@@ -565,7 +646,7 @@ static _Atomic(int64_t) mi_huge_pending_next;   // earliest expiry of a pending 
 static bool mi_segment_abandoned_collect(mi_segment_t* segment, int64_t now) {
   for (size_t i = 0; i < segment->capacity; i++) {
     mi_page_t* page = &segment->pages[i];
-    if (!page->segment_in_use) continue;
+    if (!page->segment_in_use || mi_page_is_continuation(page)) continue;
     _mi_page_free_collect(page, false);
     if (mi_page_all_free(page)) {
       mi_assert_internal(segment->abandoned > 0);
@@ -725,7 +806,9 @@ static void mi_segment_cache_flush(mi_segments_tld_t* tld) {
 // one removes them in one call. The word: bit 63 for a small segment, with
 // bits 0..62 for its pages 0..62 whose end guard is installed (page 63's
 // comes with the segment); else bit 62 for a medium one, with bits 0..6
-// likewise; else bit 61 for a large one; 0: no guards.
+// likewise; else bit 61 for a large one, with bits 0..60 for its slices
+// whose end guard is installed (a guard after slice 61 or 62 cannot be told:
+// such a segment leaves none); 0: no guards.
 // ---------------------------------------------------------------------------
 
 #define MI_GUARD_WORD_SMALL   ((uint64_t)1 << 63)
@@ -737,7 +820,7 @@ static uint64_t mi_segment_guard_word(const mi_segment_t* segment) {
   switch (segment->page_kind) {
     case MI_PAGE_SMALL:  return MI_GUARD_WORD_SMALL | (segment->guard_mask & (MI_GUARD_WORD_SMALL - 1));
     case MI_PAGE_MEDIUM: return MI_GUARD_WORD_MEDIUM | (segment->guard_mask & ((1u << (MI_MEDIUM_PAGES_PER_SEGMENT - 1)) - 1));
-    case MI_PAGE_LARGE:  return MI_GUARD_WORD_LARGE;
+    case MI_PAGE_LARGE:  return ((segment->guard_mask & ~(MI_GUARD_WORD_LARGE - 1) & ~MI_GUARD_WORD_SMALL) != 0 ? 0 : MI_GUARD_WORD_LARGE | (segment->guard_mask & (MI_GUARD_WORD_LARGE - 1)));
     default:             return 0;   // (huge segments span other sizes: they leave none)
   }
 }
@@ -754,7 +837,11 @@ static bool mi_segment_guard_word_serves(uint64_t word, mi_page_kind_t kind, uin
     *mask = word & (MI_GUARD_WORD_MEDIUM - 1);
     return true;
   }
-  return (kind == MI_PAGE_LARGE && word == MI_GUARD_WORD_LARGE);
+  if (kind == MI_PAGE_LARGE && (word >> 61) == 1) {
+    *mask = word & (MI_GUARD_WORD_LARGE - 1);
+    return true;
+  }
+  return false;
 }
 
 // ---------------------------------------------------------------------------
@@ -860,7 +947,7 @@ static mi_segment_t* mi_segment_init(const mi_segment_mem_t* mem, mi_page_kind_t
   mi_stat_increase(&_mi_segments_tld_stats(tld), segments, 1);
   if (mem->guarded) segment->guarded = true;
   else mi_segment_guards(segment, true);
-  if (page_kind <= MI_PAGE_MEDIUM) mi_segment_insert_in_free_queue(segment, tld);
+  if (page_kind != MI_PAGE_HUGE) mi_segment_insert_in_free_queue(segment, tld);
   return segment;
 }
 
@@ -973,29 +1060,45 @@ static void mi_segment_free(mi_segment_t* segment, bool force, mi_segments_tld_t
 // ---------------------------------------------------------------------------
 
 static bool mi_segment_has_free(const mi_segment_t* segment) {
-  return (segment->used < segment->capacity);
+  return (segment->free_mask != 0);
 }
 
-static bool mi_segment_page_claim(mi_segment_t* segment, mi_page_t* page, mi_segments_tld_t* tld) {
+// Claim a free page, or for a large page the run of `n` free slices from
+// `page` (its first; the others become its continuations).
+static bool mi_segment_page_claim(mi_segment_t* segment, mi_page_t* page, size_t n, mi_segments_tld_t* tld) {
   mi_assert_internal(_mi_page_segment(page) == segment);
-  mi_assert_internal(!page->segment_in_use);
-  mi_segment_purge_cancel(segment, page, tld);   // claimed before its purge: no system call
+  const size_t first = page->segment_idx;
+  const uint64_t run = mi_bit_mask(n, first);
+  mi_assert_internal((segment->free_mask & run) == run);
+  mi_assert_internal(n == 1 || segment->page_kind == MI_PAGE_LARGE);
+  mi_segment_purge_cancel(segment, run, tld);   // claimed before their purge: no system call
   const bool locked = mi_segment_lock(segment);
-  if (!mi_page_unpurge(segment, page)) {
-    mi_segment_unlock(segment, locked);
-    return false;
+  bool zero = true;
+  for (size_t i = first; i < first + n; i++) {
+    mi_page_t* slice = &segment->pages[i];
+    if (!mi_page_unpurge(segment, slice)) {
+      mi_segment_purge_add(segment, run, tld);   // (those it made resident again)
+      mi_segment_unlock(segment, locked);
+      return false;
+    }
+    zero = zero && slice->is_zero_init;
   }
-  mi_segment_page_guard(segment, page);
+  mi_segment_run_guard(segment, first, n);
+  for (size_t i = first + 1; i < first + n; i++) {
+    mi_page_t* slice = &segment->pages[i];
+    slice->segment_in_use = true;
+    slice->capacity = (uint16_t)(i - first);
+    mi_atomic_store_relaxed(&slice->xflags, (uint8_t)MI_PAGE_CONTINUATION);
+  }
+  page->is_zero_init = zero;
   page->used = 0;
   page->segment_in_use = true;
-  segment->free_mask &= ~mi_segment_page_bit(page);
+  segment->free_mask &= ~run;
   mi_segment_unlock(segment, locked);
   segment->used++;
   mi_stat_increase(&_mi_segments_tld_stats(tld), pages, 1);
   mi_assert_internal(segment->used <= segment->capacity);
-  if (segment->used == segment->capacity && segment->page_kind <= MI_PAGE_MEDIUM) {
-    mi_segment_remove_from_free_queue(segment, tld);
-  }
+  if (!mi_segment_has_free(segment)) mi_segment_remove_from_free_queue(segment, tld);
   return true;
 }
 
@@ -1006,16 +1109,10 @@ static mi_page_t* mi_segment_find_free(mi_segment_t* segment, mi_segments_tld_t*
   if (segment->purge_mask != 0) {
     mi_page_t* page = &segment->pages[mi_ctz(segment->purge_mask)];
     mi_assert_internal(!page->segment_in_use);
-    return (mi_segment_page_claim(segment, page, tld) ? page : NULL);
+    return (mi_segment_page_claim(segment, page, 1, tld) ? page : NULL);
   }
-  for (size_t i = 0; i < segment->capacity; i++) {
-    mi_page_t* page = &segment->pages[i];
-    if (!page->segment_in_use) {
-      return (mi_segment_page_claim(segment, page, tld) ? page : NULL);
-    }
-  }
-  mi_assert(false);
-  return NULL;
+  mi_page_t* page = &segment->pages[mi_ctz(segment->free_mask)];
+  return (mi_segment_page_claim(segment, page, 1, tld) ? page : NULL);
 }
 
 // Clear a page that is no longer used and queue it for a delayed purge.
@@ -1032,16 +1129,22 @@ static void mi_segment_page_clear(mi_segment_t* segment, mi_page_t* page, mi_seg
     if (stats != NULL) mi_stat_touched_update(stats, -amount);
     else mi_stat_decrease(NULL, touched, amount);
   }
+  const size_t first = page->segment_idx;
+  const size_t n = mi_segment_page_slices(segment, page);   // (a large page: its continuations go too)
+  const uint64_t run = mi_bit_mask(n, first);
   const bool locked = mi_segment_lock(segment);
-  page->is_zero_init = false;
-  page->retire_counted = false;
-  page->segment_in_use = false;
-  // zero the descriptor except the segment-level fields before `capacity`
-  const size_t ofs = offsetof(mi_page_t, capacity);
-  memset((uint8_t*)page + ofs, 0, sizeof(*page) - ofs);
+  for (size_t i = first; i < first + n; i++) {
+    mi_page_t* slice = &segment->pages[i];
+    slice->is_zero_init = false;
+    slice->retire_counted = false;
+    slice->segment_in_use = false;
+    // zero the descriptor except the segment-level fields before `capacity`
+    const size_t ofs = offsetof(mi_page_t, capacity);
+    memset((uint8_t*)slice + ofs, 0, sizeof(*slice) - ofs);
+  }
   segment->used--;
-  segment->free_mask |= mi_segment_page_bit(page);
-  mi_segment_purge_add(segment, page, tld);
+  segment->free_mask |= run;
+  mi_segment_purge_add(segment, run, tld);
   mi_segment_unlock(segment, locked);
 }
 
@@ -1056,7 +1159,7 @@ void _mi_segment_page_free(mi_page_t* page, bool force, mi_segments_tld_t* tld) 
     // only abandoned pages are left (a thread is ending): abandon the segment
     mi_segment_abandon(segment, tld);
   }
-  else if (segment->used + 1 == segment->capacity && segment->page_kind <= MI_PAGE_MEDIUM) {
+  else if (segment->page_kind != MI_PAGE_HUGE && !mi_segment_is_in_free_queue(segment, tld)) {
     // it was full: it has a free page again
     mi_segment_insert_in_free_queue(segment, tld);
   }
@@ -1085,7 +1188,7 @@ static void mi_segment_abandon(mi_segment_t* segment, mi_segments_tld_t* tld) {
   mi_purge_list_remove(segment, tld);
   // pending purges stay with the segment (swept when due, or inherited by the
   // reclaiming thread); with abandoned_page_reset all free pages go now
-  if (mi_option_is_enabled(mi_option_abandoned_page_reset) && segment->page_kind <= MI_PAGE_MEDIUM) {
+  if (mi_option_is_enabled(mi_option_abandoned_page_reset) && segment->page_kind != MI_PAGE_HUGE) {
     mi_segment_purge_clear(segment, tld);
     const bool locked = mi_segment_lock(segment);
     mi_segment_purge_pages(segment, segment->free_mask);   // (those that hold memory)
@@ -1136,12 +1239,14 @@ static bool mi_segment_claim(mi_segment_t* segment) {
   return mi_atomic_cas_strong_acq_rel(&segment->thread_id, &expected, _mi_thread_id());
 }
 
-// Does an abandoned segment have room for a block of `block_size`?
+// Does an abandoned segment have room for a block of `block_size`? (A large
+// segment: a run of free slices for it, or a page that empties on reclaim.)
 static bool mi_segment_check_free(mi_segment_t* segment, size_t block_size, bool* all_pages_free) {
   bool has_page = false;
   size_t pages_used = 0, pages_used_empty = 0;
   for (size_t i = 0; i < segment->capacity; i++) {
     mi_page_t* page = &segment->pages[i];
+    if (mi_page_is_continuation(page)) continue;
     if (page->segment_in_use) {
       pages_used++;
       _mi_page_free_collect(page, false);
@@ -1153,9 +1258,13 @@ static bool mi_segment_check_free(mi_segment_t* segment, size_t block_size, bool
         has_page = true;
       }
     }
-    else {
+    else if (segment->page_kind != MI_PAGE_LARGE) {
       has_page = true;
     }
+  }
+  if (segment->page_kind == MI_PAGE_LARGE && !has_page) {
+    size_t first;
+    has_page = mi_segment_large_find_run(segment, block_size, &first);
   }
   *all_pages_free = (pages_used == pages_used_empty);
   return has_page;
@@ -1174,7 +1283,7 @@ static mi_segment_t* mi_segment_reclaim(mi_segment_t* segment, mi_heap_t* heap, 
   mi_stat_decrease(&_mi_segments_tld_stats(tld), segments_abandoned, 1);
   for (size_t i = 0; i < segment->capacity; i++) {
     mi_page_t* page = &segment->pages[i];
-    if (!page->segment_in_use) continue;
+    if (!page->segment_in_use || mi_page_is_continuation(page)) continue;
     mi_assert_internal(mi_page_heap(page) == NULL);
     segment->abandoned--;
     mi_stat_decrease(&_mi_segments_tld_stats(tld), pages_abandoned, 1);
@@ -1197,7 +1306,7 @@ static mi_segment_t* mi_segment_reclaim(mi_segment_t* segment, mi_heap_t* heap, 
     return NULL;
   }
   if (segment->purge_mask != 0 && !mi_purge_list_contains(segment, tld)) mi_purge_list_add(segment, tld);
-  if (segment->page_kind <= MI_PAGE_MEDIUM && mi_segment_has_free(segment)) {
+  if (segment->page_kind != MI_PAGE_HUGE && mi_segment_has_free(segment) && !mi_segment_is_in_free_queue(segment, tld)) {
     mi_segment_insert_in_free_queue(segment, tld);
   }
   return segment;
@@ -1440,7 +1549,8 @@ static mi_segment_t* mi_segment_reclaim_or_alloc(mi_heap_t* heap, size_t block_s
   bool reclaimed;
   mi_segment_t* segment = mi_segment_try_reclaim(heap, block_size, page_kind, &reclaimed, tld);
   if (reclaimed) return NULL;   // the caller's retry finds the page in its queue
-  if (segment != NULL && page_kind <= MI_PAGE_MEDIUM && mi_segment_has_free(segment)) return segment;
+  size_t first;
+  if (segment != NULL && (page_kind == MI_PAGE_LARGE ? mi_segment_large_find_run(segment, block_size, &first) : mi_segment_has_free(segment))) return segment;
   return mi_segment_alloc(0, page_kind, page_shift, 0, 0, tld);
 }
 
@@ -1456,12 +1566,20 @@ static mi_page_t* mi_segment_page_alloc(mi_heap_t* heap, size_t block_size, mi_p
   return mi_segment_find_free(free_queue->first, tld);
 }
 
+// A large page: the lowest run that fits in the first of the thread's large
+// segments that has one, else in a reclaimed or fresh segment.
 static mi_page_t* mi_segment_large_page_alloc(mi_heap_t* heap, size_t block_size, mi_segments_tld_t* tld) {
-  mi_segment_t* segment = mi_segment_reclaim_or_alloc(heap, block_size, MI_PAGE_LARGE, MI_LARGE_PAGE_SHIFT, tld);
-  if (segment == NULL) return NULL;
-  mi_page_t* page = &segment->pages[0];
-  if (!mi_segment_page_claim(segment, page, tld)) {
-    mi_segment_free(segment, false, tld);
+  size_t first = 0;
+  mi_segment_t* segment = tld->large_free.first;
+  while (segment != NULL && !mi_segment_large_find_run(segment, block_size, &first)) segment = segment->next;
+  if (segment == NULL) {
+    segment = mi_segment_reclaim_or_alloc(heap, block_size, MI_PAGE_LARGE, MI_SLICE_SHIFT, tld);
+    if (segment == NULL) return NULL;
+    if (!mi_segment_large_find_run(segment, block_size, &first)) return NULL;   // (a reclaimed one: its room went to the heap)
+  }
+  mi_page_t* page = &segment->pages[first];
+  if (!mi_segment_page_claim(segment, page, mi_segment_run_slices(segment, first, block_size), tld)) {
+    if (segment->used == 0) mi_segment_free(segment, false, tld);
     return NULL;
   }
   return page;
@@ -1552,7 +1670,7 @@ static mi_page_t* mi_segment_huge_page_alloc(size_t size, size_t page_alignment,
   mi_segment_t* segment = mi_segment_alloc(size, MI_PAGE_HUGE, MI_SEGMENT_SHIFT, page_alignment, align_offset, tld);
   if (segment == NULL) return NULL;
   mi_page_t* page = &segment->pages[0];
-  if (!mi_segment_page_claim(segment, page, tld)) {
+  if (!mi_segment_page_claim(segment, page, 1, tld)) {
     mi_segment_free(segment, false, tld);
     return NULL;
   }
@@ -1639,8 +1757,8 @@ mi_segment_t* _mi_segment_of_unit_aligned(const void* p) {
 // runs out (a thread blocked in a read may never make one), free pages that
 // are on no list at all (the option page_reset off, pages of reused memory a
 // new segment never claimed), and the segments other threads keep in their
-// segment caches. Each segment (small and medium ones: large and huge
-// segments have no free page while they live) is held through the segment
+// segment caches. Each segment (small, medium and large ones: huge segments
+// have no free page while they live) is held through the segment
 // map, so that it is not freed meanwhile, and its trim lock is taken unless
 // its owner holds it for a while (then the segment is skipped: best effort);
 // its free pages that hold memory are purged, one system call per run of
@@ -1672,7 +1790,7 @@ static bool mi_segment_trim_try_lock(mi_segment_t* segment, uintptr_t id) {
 static void mi_segment_trim_visit(mi_segment_t* segment, void* arg) {
   mi_trim_t* const trim = (mi_trim_t*)arg;
   // (the kind and the layout do not change while the segment lives)
-  if (segment->page_kind > MI_PAGE_MEDIUM || segment->mem_is_pinned) return;
+  if (segment->page_kind == MI_PAGE_HUGE || segment->mem_is_pinned) return;
   if (mi_atomic_load_relaxed(&segment->thread_id) == MI_THREAD_ID_VANISHED) return;   // (forked child: never touched)
   if (!mi_segment_trim_try_lock(segment, trim->id)) {
     trim->skipped++;
@@ -1743,6 +1861,7 @@ static mi_decl_no_tsan void mi_segment_usage_visit(mi_segment_t* segment, void* 
       }
       continue;
     }
+    if (mi_page_is_continuation(page)) continue;
     const size_t bsize = page->xblock_size;
     const size_t reserved = page->reserved;
     size_t live = page->used;
@@ -1805,7 +1924,7 @@ static void mi_segment_fork_child(mi_segment_t* segment, void* arg) {
   if (owner == _mi_thread_id()) {
     for (size_t i = 0; i < segment->capacity; i++) {
       mi_page_t* page = &segment->pages[i];
-      if (!page->segment_in_use) continue;
+      if (!page->segment_in_use || mi_page_is_continuation(page)) continue;
       mi_thread_free_t tf = mi_atomic_load_relaxed(&page->xthread_free);
       if (mi_tf_delayed(tf) == MI_DELAYED_FREEING) {
         mi_atomic_store_relaxed(&page->xthread_free, mi_tf_set_delayed(tf, MI_USE_DELAYED_FREE));
@@ -1837,6 +1956,7 @@ void _mi_segment_set_owner(mi_segment_t* segment, uintptr_t owner) {
 void _mi_segments_set_owner(mi_segments_tld_t* tld, uintptr_t owner) {
   for (mi_segment_t* s = tld->small_free.first; s != NULL; s = s->next) _mi_segment_set_owner(s, owner);
   for (mi_segment_t* s = tld->medium_free.first; s != NULL; s = s->next) _mi_segment_set_owner(s, owner);
+  for (mi_segment_t* s = tld->large_free.first; s != NULL; s = s->next) _mi_segment_set_owner(s, owner);
   for (mi_segment_t* s = tld->purge.first; s != NULL; s = s->purge_next) _mi_segment_set_owner(s, owner);
   for (mi_segment_t* s = tld->cache; s != NULL; s = s->next) _mi_segment_set_owner(s, owner);
 }

@@ -1,0 +1,148 @@
+/* ----------------------------------------------------------------------------
+  test-large.cpp -- API tests: large blocks (128 KiB - 2 MiB).
+
+  Each large block is a page of its own: a run of 64 KiB slices of a 4 MiB
+  segment that blocks of every large size share (docs/design.md, "Large
+  blocks"). What a user relies on: blocks of different sizes do not each hold
+  a segment of their own, memory a freed block held serves the next one of
+  any size, and a pointer anywhere inside a large block (an aligned
+  allocation's, or one into its later slices) is known as that block's by
+  every call that takes one.
+-----------------------------------------------------------------------------*/
+#include <gtest/gtest.h>
+#include <mimalloc.h>
+
+#include <cstdint>
+#include <cstring>
+#include <set>
+#include <thread>
+#include <vector>
+
+#include "api-util.h"
+
+using namespace mitest;
+
+namespace {
+
+constexpr uintptr_t kSegment = 4 * MiB;
+
+uintptr_t segment_of(const void* p) {
+  return reinterpret_cast<uintptr_t>(p) & ~(kSegment - 1);
+}
+
+// Runs `f` on a thread of its own: its heap starts without large segments.
+template <typename F>
+void on_fresh_thread(F f) {
+  std::thread t(f);
+  t.join();
+}
+
+}  // namespace
+
+TEST(Large, BlocksOfDifferentSizesShareASegment) {
+  on_fresh_thread([] {
+    // eight large size classes, 2.5 MiB in all: one segment holds them
+    // (a page per size class took a 4 MiB segment each)
+    const size_t sizes[] = {130 * KiB, 160 * KiB, 200 * KiB, 250 * KiB,
+                            300 * KiB, 400 * KiB, 500 * KiB, 600 * KiB};
+    std::vector<void*> blocks;
+    std::set<uintptr_t> segments;
+    for (size_t size : sizes) {
+      void* p = opaque(mi_malloc(dyn(size)));
+      ASSERT_NE(p, nullptr);
+      fill_pattern(p, size, (uint8_t)size);
+      blocks.push_back(p);
+      segments.insert(segment_of(p));
+    }
+    // (a segment another thread abandoned with room in it may take the first ones)
+    EXPECT_LE(segments.size(), 2u);
+    for (size_t i = 0; i < blocks.size(); i++) {
+      EXPECT_TRUE(has_pattern(blocks[i], sizes[i], (uint8_t)sizes[i]));
+      mi_free(blocks[i]);
+    }
+  });
+}
+
+TEST(Large, AFreedBlocksSlicesServeBlocksOfOtherSizes) {
+  on_fresh_thread([] {
+    void* big = opaque(mi_malloc(dyn(1 * MiB)));
+    void* keep = opaque(mi_malloc(dyn(256 * KiB)));   // keeps the segment in use
+    ASSERT_NE(big, nullptr);
+    ASSERT_NE(keep, nullptr);
+    const uintptr_t lo = reinterpret_cast<uintptr_t>(big);
+    const uintptr_t hi = lo + mi_usable_size(big);
+    mi_free(big);
+    mi_collect(false);   // (the emptied page goes back to its segment now, not after a few allocations)
+    void* a = opaque(mi_malloc(dyn(400 * KiB)));
+    void* b = opaque(mi_malloc(dyn(500 * KiB)));
+    ASSERT_NE(a, nullptr);
+    ASSERT_NE(b, nullptr);
+    // both are carved from the slices the 1 MiB block left (the lowest runs that fit)
+    for (void* p : {a, b}) {
+      const uintptr_t u = reinterpret_cast<uintptr_t>(p);
+      EXPECT_EQ(segment_of(p), segment_of(big));
+      EXPECT_GE(u, segment_of(big));
+      EXPECT_LE(u + 400 * KiB, hi + 64 * KiB);
+    }
+    fill_pattern(a, 400 * KiB, 1);
+    fill_pattern(b, 500 * KiB, 2);
+    EXPECT_TRUE(has_pattern(a, 400 * KiB, 1));
+    EXPECT_TRUE(has_pattern(b, 500 * KiB, 2));
+    mi_free(a);
+    mi_free(b);
+    mi_free(keep);
+  });
+}
+
+TEST(Large, PointersIntoLaterSlicesBelongToTheirBlock) {
+  mi_heap_t* heap = mi_heap_get_default();
+  std::vector<void*> blocks;
+  for (size_t i = 0; i < 16; i++) {
+    const size_t size = 300 * KiB + i * 37 * KiB;
+    void* p = opaque(mi_malloc(dyn(size)));
+    ASSERT_NE(p, nullptr);
+    blocks.push_back(p);
+    // any byte of the block, in every slice it spans
+    for (size_t ofs = 0; ofs < size; ofs += 16 * KiB) {
+      const uint8_t* q = static_cast<uint8_t*>(p) + ofs;
+      EXPECT_TRUE(mi_heap_check_owned(heap, q)) << "offset " << ofs << " of " << size;
+      EXPECT_TRUE(mi_check_owned(q));
+    }
+    EXPECT_TRUE(mi_heap_contains_block(heap, p));
+  }
+  for (void* p : blocks) mi_free(p);
+}
+
+TEST(Large, AlignedBlocksThatStartInALaterSliceAreFreedFromAnyThread) {
+  // an alignment of 256 KiB puts the pointer handed out up to 192 KiB into
+  // the block: often in a later slice than the block's first
+  std::vector<void*> blocks;
+  for (size_t i = 0; i < 24; i++) {
+    const size_t size = 200 * KiB + i * 29 * KiB;
+    void* p = opaque(mi_malloc_aligned(dyn(size), dyn(256 * KiB)));
+    ASSERT_NE(p, nullptr);
+    EXPECT_EQ(reinterpret_cast<uintptr_t>(p) % (256 * KiB), 0u);
+    EXPECT_GE(mi_usable_size(p), size);
+    EXPECT_TRUE(mi_heap_contains_block(mi_heap_get_default(), p));
+    fill_pattern(p, size, (uint8_t)i);
+    blocks.push_back(p);
+  }
+  // half freed here, half by another thread while this one lives
+  std::vector<void*> theirs;
+  for (size_t i = 0; i < blocks.size(); i++) {
+    const size_t size = 200 * KiB + i * 29 * KiB;
+    EXPECT_TRUE(has_pattern(blocks[i], size, (uint8_t)i));
+    if (i % 2 == 0) mi_free(blocks[i]);
+    else theirs.push_back(blocks[i]);
+  }
+  std::thread t([&] { for (void* p : theirs) mi_free(p); });
+  t.join();
+  // the slices are usable again (the remote frees reach this heap on its next allocations)
+  for (size_t i = 0; i < 8; i++) {
+    void* p = opaque(mi_malloc(dyn(700 * KiB)));
+    ASSERT_NE(p, nullptr);
+    fill_pattern(p, 700 * KiB, 9);
+    EXPECT_TRUE(has_pattern(p, 700 * KiB, 9));
+    mi_free(p);
+  }
+}
