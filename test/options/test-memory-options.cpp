@@ -189,6 +189,33 @@ MI_CHILD(huge_remote_free) {
   return 0;
 }
 
+// The main thread frees 16 MiB of large blocks (their segments go back to
+// the region, purge pending); another thread starts and ends; the main thread
+// looks, and again after argv[0] ms and mi_collect(false).
+MI_CHILD(exit_leaves_others) {
+  const long wait = arg_long(argc, argv, 0, 0);
+  const size_t n = 16, size = 1 * MiB;
+  for (size_t i = 0; i < n; i++) { blocks[i] = mi_malloc(dyn(size)); memset(opaque(blocks[i]), 0x5A, size); }
+  take_snapshot(&snap[0], nullptr);
+  const long t0 = now_ms();
+  for (size_t i = 0; i < n; i++) mi_free(blocks[i]);
+  mi_collect(false);   // (emptied pages kept retired go back to their segments now)
+  take_snapshot(&snap[1], nullptr);
+  std::thread t([] { void* p = mi_malloc(dyn(100)); mi_free(opaque(p)); });
+  t.join();
+  take_snapshot(&snap[2], nullptr);
+  const long t1 = now_ms();
+  sleep_ms(wait);
+  mi_collect(false);
+  take_snapshot(&snap[3], nullptr);
+  emit_snapshot("full", snap[0]);
+  emit_snapshot("freed", snap[1]);
+  emit_snapshot("exited", snap[2]);
+  emit_snapshot("waited", snap[3]);
+  emit("exit_ms", t1 - t0);
+  return 0;
+}
+
 // A thread fills small pages, frees all but two blocks, and ends: its
 // segments are abandoned with many free (not yet reset) pages.
 MI_CHILD(abandon) {
@@ -441,6 +468,17 @@ TEST(OptionAbandonedPageReset, ByDefaultAnEndedThreadsFreePagesArePurgedAfterThe
   }
   EXPECT_LT(r.num("swept.rss"), r.num("before.rss") - (long long)MiB) << r.describe();
   EXPECT_GE(r.num("swept.reset"), r.num("before.reset") + (long long)MiB) << r.describe();
+}
+
+TEST(ThreadExit, LeavesWhatOtherThreadsFreedToItsDelay) {
+  // a thread that ends purges its own free memory, not the segments other
+  // threads freed: those wait for their delay (and are not faulted in again
+  // by the next thread when it comes sooner), then go back
+  ChildResult r;
+  if (!run_ok(&r, "exit_leaves_others", { "MIMALLOC_RESET_DELAY=300" }, { "800" })) return;
+  if (r.num("exit_ms") >= 250) GTEST_SKIP() << "the machine is too slow to look before the delay ends";
+  EXPECT_GT(r.num("exited.rss"), r.num("full.rss") - (long long)(4 * MiB)) << r.describe();
+  EXPECT_LT(r.num("waited.rss"), r.num("full.rss") - (long long)(12 * MiB)) << r.describe();
 }
 
 TEST(RemoteFree, AHugeBlockFreedByAnotherThreadGoesBackAtTheOwnersNextSlowPath) {
