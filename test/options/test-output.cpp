@@ -9,7 +9,7 @@
     EINVAL, and in debug builds EAGAIN and EFAULT) whether or not messages
     are shown, errno is set, and NULL unregisters it;
   - mi_register_deferred_free's hook is called with a strictly increasing
-    heartbeat, with force=true from mi_collect(true), never recursively, and
+    heartbeat (each thread's own), with force=true from mi_collect(true), never recursively, and
     not anymore after registering NULL;
   - with show_stats or verbose, output at exit reaches the stderr the
     program started with even if the program closed it (fclose or close),
@@ -340,9 +340,8 @@ namespace {
 struct DeferredLog {
   std::atomic<long> calls{ 0 };
   long forced = 0;
-  unsigned long long beats[4096];
-  long nbeats = 0;
-  bool increasing = true;
+  long generation = 0;   // bumped by reset_deferred: the threads' last beats start over
+  bool increasing = true;   // every thread's heartbeats (they are per thread)
   bool any_forced_in_loop = false;
   void* arg = nullptr;
   int depth = 0;
@@ -358,9 +357,11 @@ void deferred_hook(bool force, unsigned long long heartbeat, void* arg) {
   d.calls++;
   d.arg = arg;
   if (force) d.forced++;
-  if (d.nbeats > 0 && heartbeat <= d.beats[(d.nbeats - 1) % 4096]) d.increasing = false;
-  d.beats[d.nbeats % 4096] = heartbeat;
-  d.nbeats++;
+  static thread_local long last_generation = -1;
+  static thread_local unsigned long long last_beat = 0;
+  if (last_generation == d.generation && heartbeat <= last_beat) d.increasing = false;
+  last_generation = d.generation;
+  last_beat = heartbeat;
   if (d.allocate) {
     // allocations inside the hook take the slow path, which would call the hook again
     for (int i = 0; i < 16; i++) {
@@ -382,7 +383,7 @@ void allocation_loop(size_t rounds) {
 void reset_deferred(bool allocate) {
   g_deferred.calls = 0;
   g_deferred.forced = 0;
-  g_deferred.nbeats = 0;
+  g_deferred.generation++;
   g_deferred.increasing = true;
   g_deferred.arg = nullptr;
   g_deferred.depth = 0;
