@@ -175,6 +175,12 @@ static bool mi_page_is_continuation(const mi_page_t* page) {
   return ((mi_page_flags(page) & MI_PAGE_CONTINUATION) != 0);
 }
 
+// A page in use (not a continuation of one): what the loops over a segment's
+// pages in use look at.
+static bool mi_page_is_used_page(const mi_page_t* page) {
+  return (page->segment_in_use && !mi_page_is_continuation(page));
+}
+
 // The slices a large page from slice `idx` takes for blocks of `block_size`
 // (the first slice's area starts after the header; secure builds keep room
 // for a guard page at the end).
@@ -646,7 +652,7 @@ static _Atomic(int64_t) mi_huge_pending_next;   // earliest expiry of a pending 
 static bool mi_segment_abandoned_collect(mi_segment_t* segment, int64_t now) {
   for (size_t i = 0; i < segment->capacity; i++) {
     mi_page_t* page = &segment->pages[i];
-    if (!page->segment_in_use || mi_page_is_continuation(page)) continue;
+    if (!mi_page_is_used_page(page)) continue;
     _mi_page_free_collect(page, false);
     if (mi_page_all_free(page)) {
       mi_assert_internal(segment->abandoned > 0);
@@ -1283,7 +1289,7 @@ static mi_segment_t* mi_segment_reclaim(mi_segment_t* segment, mi_heap_t* heap, 
   mi_stat_decrease(&_mi_segments_tld_stats(tld), segments_abandoned, 1);
   for (size_t i = 0; i < segment->capacity; i++) {
     mi_page_t* page = &segment->pages[i];
-    if (!page->segment_in_use || mi_page_is_continuation(page)) continue;
+    if (!mi_page_is_used_page(page)) continue;
     mi_assert_internal(mi_page_heap(page) == NULL);
     segment->abandoned--;
     mi_stat_decrease(&_mi_segments_tld_stats(tld), pages_abandoned, 1);
@@ -1924,7 +1930,7 @@ static void mi_segment_fork_child(mi_segment_t* segment, void* arg) {
   if (owner == _mi_thread_id()) {
     for (size_t i = 0; i < segment->capacity; i++) {
       mi_page_t* page = &segment->pages[i];
-      if (!page->segment_in_use || mi_page_is_continuation(page)) continue;
+      if (!mi_page_is_used_page(page)) continue;
       mi_thread_free_t tf = mi_atomic_load_relaxed(&page->xthread_free);
       if (mi_tf_delayed(tf) == MI_DELAYED_FREEING) {
         mi_atomic_store_relaxed(&page->xthread_free, mi_tf_set_delayed(tf, MI_USE_DELAYED_FREE));
