@@ -495,6 +495,7 @@ static void mi_fork_parent(void) {
 static void mi_fork_child(void) {
   mi_atomic_store_relaxed(&mi_housekeeping, mi_housekeeping_depth);
   mi_atomic_store_release(&mi_fork_preparing, 0);
+  _mi_regions_fork_child();
   _mi_segments_fork_child();
   mi_orphans_fork_child();
   mi_atomic_store_relaxed(&mi_live_threads, mi_thread_is_live ? 1 : 0);

@@ -198,6 +198,7 @@ void       _mi_segment_huge_page_free(mi_segment_t* segment, mi_page_t* page, mi
 void       _mi_segment_huge_page_purge(mi_segment_t* segment, mi_page_t* page, mi_block_t* block);
 uintptr_t  _mi_segment_await_abandon(const mi_segment_t* segment, uintptr_t owner, bool* gave_up);
 void       _mi_segments_fork_child(void);
+void       _mi_regions_fork_child(void);
 void       _mi_segment_set_owner(mi_segment_t* segment, uintptr_t owner);
 void       _mi_segments_set_owner(mi_segments_tld_t* tld, uintptr_t owner);   // the segments the thread keeps outside its heaps' pages
 size_t     _mi_segments_trim(void);          // purge the free pages of every thread's segments: the bytes purged

@@ -90,6 +90,8 @@ static _Atomic(size_t) regions_count;      // slots handed out so far (only grow
 static uint64_t region_words[MI_REGION_MAX][MI_REGION_BLOCKS];
 static _Atomic(size_t) regions_reserved;   // regions of reserved huge OS pages (only grows)
 static _Atomic(int64_t) purge_next;        // earliest pending purge expiry (0: none)
+static _Atomic(uintptr_t) region_creating; // 1 while a thread sets up a region for a segment
+static mi_decl_thread bool region_creating_here;   // ... this one (a signal handler's request must not wait for it)
 
 // ---------------------------------------------------------------------------
 // Bitmap helpers
@@ -202,6 +204,13 @@ static size_t mi_region_create(bool want_large) {
   if (_mi_os_numa_node_count() > 1 && !is_pinned) _mi_os_numa_prefer(start, MI_REGION_SIZE, node);
   mi_region_publish(idx, start, eager, is_pinned, want_large, false, node, is_zero);
   return idx;
+}
+
+// In a forked child: a region that another thread was setting up stays in
+// its slot, unused (its memory is mapped or not); the gate opens again.
+void _mi_regions_fork_child(void) {
+  region_creating_here = false;
+  mi_atomic_store_release(&region_creating, 0);
 }
 
 // Release regions that hold no segment at all (forced collection).
@@ -320,6 +329,38 @@ static size_t mi_region_claim_reserved(size_t blocks, size_t* bitidx) {
   return SIZE_MAX;
 }
 
+// Claim `blocks` free blocks in an existing region that serves the request:
+// 1. the best fit among free blocks that are still resident (freed, purge
+//    pending): no page faults, and their pending purge is cancelled;
+// 2. else the first room, starting at region `cursor` (where the thread last
+//    found some). Returns the region index or SIZE_MAX.
+static size_t mi_region_find(size_t blocks, bool want_large, size_t node, size_t cursor, size_t* bitidx) {
+  const size_t count = mi_atomic_load_acquire(&regions_count);
+  const size_t start = (count == 0 ? 0 : cursor % count);
+  size_t best_region = SIZE_MAX, best_idx = 0, best_len = 0;
+  for (size_t n = 0; n < count; n++) {
+    const size_t idx = (start + n) % count;
+    const mem_region_t* region = &regions[idx];
+    if (!mi_region_serves(region, want_large, node)) continue;
+    size_t len = 0, at = 0;
+    if (mi_region_best_resident(region, blocks, &at, &len) && (best_region == SIZE_MAX || len < best_len)) {
+      best_region = idx; best_idx = at; best_len = len;
+      if (len == blocks) break;
+    }
+  }
+  if (best_region != SIZE_MAX && mi_bitmap_try_claim_mask(&regions[best_region].in_use, mi_bit_mask(blocks, best_idx))) {
+    *bitidx = best_idx;
+    return best_region;
+  }
+  for (size_t n = 0; n < count; n++) {
+    const size_t idx = (start + n) % count;
+    mem_region_t* region = &regions[idx];
+    if (!mi_region_serves(region, want_large, node)) continue;
+    if (mi_bitmap_try_claim(&region->in_use, blocks, bitidx)) return idx;
+  }
+  return SIZE_MAX;
+}
+
 // `allow_pinned`: the segment may live in pinned memory (fixed large or huge OS pages).
 void* _mi_region_alloc(size_t size, bool commit, bool allow_pinned, bool* is_committed,
                        bool* is_pinned, bool* is_zero, uint64_t* word, mi_memid_t* memid, mi_segments_tld_t* tld) {
@@ -346,42 +387,32 @@ void* _mi_region_alloc(size_t size, bool commit, bool allow_pinned, bool* is_com
         return mi_region_claimed(idx, bitidx, blocks, commit, is_committed, is_pinned, is_zero, word, memid);
       }
     }
-    // 1. the best fit among free blocks that are still resident (freed,
-    //    purge pending): no page faults, and their pending purge is cancelled
-    const size_t count = mi_atomic_load_acquire(&regions_count);
-    size_t start = (count == 0 ? 0 : tld->region_cursor % count);
-    size_t best_region = SIZE_MAX, best_idx = 0, best_len = 0;
-    for (size_t n = 0; n < count; n++) {
-      size_t idx = (start + n) % count;
-      mem_region_t* region = &regions[idx];
-      if (!mi_region_serves(region, want_large, node)) continue;
-      size_t len = 0;
-      if (mi_region_best_resident(region, blocks, &bitidx, &len) && (best_region == SIZE_MAX || len < best_len)) {
-        best_region = idx; best_idx = bitidx; best_len = len;
-        if (len == blocks) break;
+    for (;;) {
+      size_t idx = mi_region_find(blocks, want_large, node, tld->region_cursor, &bitidx);
+      if (idx == SIZE_MAX) {
+        // 3. a new region, set up by one thread at a time: the others wait
+        //    for it and look again (when many threads found the regions full
+        //    at once, each set up a region of its own: xstress with 32
+        //    threads reserved 3.7 GiB for what fits in 768 MiB, and built
+        //    segments on fresh memory while resident blocks waited). A signal
+        //    handler that interrupts a set-up does not wait for it.
+        uintptr_t expected = 0;
+        const bool gate = !region_creating_here;
+        if (gate && !mi_atomic_cas_strong_acq_rel(&region_creating, &expected, 1)) {
+          while (mi_atomic_load_acquire(&region_creating) != 0) mi_atomic_yield();
+          continue;
+        }
+        region_creating_here = true;
+        idx = mi_region_create(want_large);
+        if (idx != SIZE_MAX && !mi_bitmap_try_claim(&regions[idx].in_use, blocks, &bitidx)) idx = SIZE_MAX;   // (taken meanwhile)
+        if (gate) {
+          region_creating_here = false;
+          mi_atomic_store_release(&region_creating, 0);
+        }
+        if (idx == SIZE_MAX) break;
       }
-    }
-    if (best_region != SIZE_MAX && mi_bitmap_try_claim_mask(&regions[best_region].in_use, mi_bit_mask(blocks, best_idx))) {
-      tld->region_cursor = best_region;
-      return mi_region_claimed(best_region, best_idx, blocks, commit, is_committed, is_pinned, is_zero, word, memid);
-    }
-    // 2. else the first room in an existing region, starting where this thread last found some
-    for (size_t n = 0; n < count; n++) {
-      size_t idx = (start + n) % count;
-      mem_region_t* region = &regions[idx];
-      if (!mi_region_serves(region, want_large, node)) continue;
-      if (mi_bitmap_try_claim(&region->in_use, blocks, &bitidx)) {
-        tld->region_cursor = idx;
-        return mi_region_claimed(idx, bitidx, blocks, commit, is_committed, is_pinned, is_zero, word, memid);
-      }
-    }
-    // 3. a new region
-    size_t idx = mi_region_create(want_large);
-    if (idx != SIZE_MAX) {
-      if (mi_bitmap_try_claim(&regions[idx].in_use, blocks, &bitidx)) {
-        tld->region_cursor = idx;
-        return mi_region_claimed(idx, bitidx, blocks, commit, is_committed, is_pinned, is_zero, word, memid);
-      }
+      tld->region_cursor = idx;
+      return mi_region_claimed(idx, bitidx, blocks, commit, is_committed, is_pinned, is_zero, word, memid);
     }
     _mi_warning_message("unable to allocate from region: size %zu\n", size);
   }

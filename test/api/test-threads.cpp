@@ -289,3 +289,37 @@ TEST(Threads, OrphanHeapsHandAnEndedThreadsHeapToTheNextThread) {
   EXPECT_TRUE(on.reused);
   EXPECT_GE(off.abandoned, 1u);   // (the case is tested: without the option the segment is abandoned)
 }
+
+// When the regions are full and many threads need a segment at the same
+// moment, one thread sets up a new region and the others wait for it and
+// take their blocks there: before, each of them mapped a region of its own
+// (256 MiB of address space apiece, counted as committed; xstress with 32
+// threads reserved 3.7 GiB for what fits in 768 MiB). Rounds of 32 threads
+// that start together each take 8 huge blocks (one 4 MiB region block apiece)
+// and keep them: 768 blocks, 12 regions, plus the one the main thread has.
+// Fails most runs without the gate (3.8-8.4 GiB committed at the peak).
+TEST(Threads, ThreadsThatFindTheRegionsFullAtOnceShareOneNewRegion) {
+  constexpr size_t kThreads = 32, kBlocks = 8, kRounds = 3;
+  constexpr size_t kRegion = 256 * MiB;
+  std::vector<void*> blocks(kRounds * kThreads * kBlocks, nullptr);
+  for (size_t r = 0; r < kRounds; r++) {
+    std::atomic<size_t> ready{0};
+    std::vector<std::thread> threads;
+    for (size_t t = 0; t < kThreads; t++) {
+      threads.emplace_back([&, r, t] {
+        ready.fetch_add(1);
+        while (ready.load() < kThreads) std::this_thread::yield();   // all at once
+        for (size_t i = 0; i < kBlocks; i++) blocks[(r * kThreads + t) * kBlocks + i] = mi_malloc(3 * MiB);
+      });
+    }
+    for (auto& th : threads) th.join();
+  }
+  size_t elapsed, user, sys, rss, peak_rss, commit, peak_commit, faults;
+  mi_process_info(&elapsed, &user, &sys, &rss, &peak_rss, &commit, &peak_commit, &faults);
+  for (void* p : blocks) {
+    EXPECT_NE(p, nullptr);
+    mi_free(p);
+  }
+  const size_t needed = blocks.size() * 4 * MiB / kRegion + 1;
+  EXPECT_LE(peak_commit, (needed + 1) * kRegion) << "peak commit " << peak_commit / MiB << " MiB for " << needed << " regions";
+}
