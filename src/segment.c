@@ -953,7 +953,12 @@ static mi_segment_t* mi_segment_init(const mi_segment_mem_t* mem, mi_page_kind_t
   mi_stat_increase(&_mi_segments_tld_stats(tld), segments, 1);
   if (mem->guarded) segment->guarded = true;
   else mi_segment_guards(segment, true);
-  if (page_kind != MI_PAGE_HUGE) mi_segment_insert_in_free_queue(segment, tld);
+  if (page_kind != MI_PAGE_HUGE) {
+    mi_segment_insert_in_free_queue(segment, tld);
+    // on memory an earlier segment left resident: its unused pages go back
+    // after the delay like any other free page, unless claimed before
+    if (!mem->zero) mi_segment_purge_add(segment, segment->free_mask, tld);
+  }
   return segment;
 }
 

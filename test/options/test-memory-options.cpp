@@ -216,6 +216,52 @@ MI_CHILD(exit_leaves_others) {
   return 0;
 }
 
+// The main thread fills 16 MiB of small pages and frees them (its segments
+// go back to the region, purge pending); four threads then allocate one small
+// block each, so each builds a segment on a block the main thread left
+// resident, and waits. After argv[0] ms the threads and the main thread call
+// mi_collect(false) and the main thread looks.
+MI_CHILD(segment_on_resident) {
+  const long wait = arg_long(argc, argv, 0, 0);
+  const size_t n = 16384, bsize = 1000, nthreads = 4;
+  static void* local[16384];
+  take_snapshot(&snap[0], nullptr);
+  for (size_t i = 0; i < n; i++) { local[i] = mi_malloc(dyn(bsize)); memset(opaque(local[i]), 0x5A, bsize); }
+  take_snapshot(&snap[1], nullptr);
+  for (size_t i = 0; i < n; i++) mi_free(local[i]);
+  mi_collect(false);   // (emptied pages kept retired go back to their segments now)
+  take_snapshot(&snap[2], nullptr);
+  std::atomic<size_t> started(0), collected(0);
+  std::atomic<int> go(0);
+  std::vector<std::thread> threads;
+  for (size_t t = 0; t < nthreads; t++) {
+    threads.emplace_back([&] {
+      void* p = mi_malloc(dyn(100));
+      started.fetch_add(1);
+      while (go.load() == 0) sleep_ms(1);
+      mi_collect(false);
+      collected.fetch_add(1);
+      while (go.load() != 2) sleep_ms(1);
+      mi_free(p);
+    });
+  }
+  while (started.load() != nthreads) sleep_ms(1);
+  take_snapshot(&snap[3], nullptr);
+  sleep_ms(wait);
+  go.store(1);
+  while (collected.load() != nthreads) sleep_ms(1);
+  mi_collect(false);
+  take_snapshot(&snap[4], nullptr);
+  go.store(2);
+  for (auto& th : threads) th.join();
+  emit_snapshot("start", snap[0]);
+  emit_snapshot("full", snap[1]);
+  emit_snapshot("freed", snap[2]);
+  emit_snapshot("started", snap[3]);
+  emit_snapshot("waited", snap[4]);
+  return 0;
+}
+
 // A thread fills small pages, frees all but two blocks, and ends: its
 // segments are abandoned with many free (not yet reset) pages.
 MI_CHILD(abandon) {
@@ -479,6 +525,17 @@ TEST(ThreadExit, LeavesWhatOtherThreadsFreedToItsDelay) {
   if (r.num("exit_ms") >= 250) GTEST_SKIP() << "the machine is too slow to look before the delay ends";
   EXPECT_GT(r.num("exited.rss"), r.num("full.rss") - (long long)(4 * MiB)) << r.describe();
   EXPECT_LT(r.num("waited.rss"), r.num("full.rss") - (long long)(12 * MiB)) << r.describe();
+}
+
+TEST(PagePurge, ASegmentBuiltOnResidentMemoryGivesItsUnusedPagesBack) {
+  // a segment built on a region block an earlier segment left resident
+  // (freed, its purge not due yet: the block is reused, its purge cancelled)
+  // has that memory in its unused pages; they go back after the delay like
+  // any free page (before, they stayed resident until the segment was freed)
+  ChildResult r;
+  if (!run_ok(&r, "segment_on_resident", { "MIMALLOC_RESET_DELAY=100" }, { "400" })) return;
+  EXPECT_GT(r.num("full.rss"), r.num("start.rss") + (long long)(15 * MiB)) << r.describe();
+  EXPECT_LT(r.num("waited.rss"), r.num("start.rss") + (long long)(6 * MiB)) << r.describe();
 }
 
 TEST(RemoteFree, AHugeBlockFreedByAnotherThreadGoesBackAtTheOwnersNextSlowPath) {
