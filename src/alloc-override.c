@@ -141,7 +141,7 @@ MI_DECL_WEAK void  _ZdaPvSt11align_val_tRKSt9nothrow_t(void* p, size_t al, MI_NO
 // ---------------------------------------------------------------------------
 // Secure builds (both profiles, glibc): memcpy, memmove and memset check that a
 // write into one of our blocks stays within the size asked for and that the
-// block is live (alloc.c: _mi_check_write), then copy with the C library's
+// block is live (secure.c: _mi_check_write), then copy with the C library's
 // own code, reached through its checking entry points (which take the
 // destination's size: here the length itself, so they only copy). Calls the
 // compiler expands inline, and calls a program compiled with

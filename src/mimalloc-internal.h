@@ -252,6 +252,7 @@ void       _mi_block_zero_init(const mi_page_t* page, void* p, size_t size);
 mi_block_t* _mi_page_ptr_unalign(const mi_segment_t* segment, const mi_page_t* page, const void* p);
 bool       _mi_free_delayed_block(mi_block_t* block);
 mi_page_t* _mi_ptr_page_of(const void* p);
+mi_page_t* _mi_ptr_page(const void* p, mi_segment_t** psegment);
 size_t     _mi_usable_size_of(const void* p);
 #if (MI_PADDING > 0)
 void*      _mi_new_array_mark(void* p);

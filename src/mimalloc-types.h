@@ -170,6 +170,15 @@
   #define MI_TRAILER_LINK 1
 #endif
 
+// MI_CHECKED_FAST_PATHS: the secure profile ON (the trailer, without the
+// neighbour checks and the link in the trailer) has malloc and free fast
+// paths that make no call on the way, only tail calls to a checked version
+// for whatever is out of the ordinary: no registers to save and restore on
+// every malloc and free (alloc.c, secure.c).
+#if (MI_PADDING > 0) && !MI_CHECK_NEIGHBOURS && !defined(MI_TRAILER_LINK) && (MI_DEBUG == 0)
+  #define MI_CHECKED_FAST_PATHS 1
+#endif
+
 // MI_TSAN: built with ThreadSanitizer (CMake MI_DEBUG_TSAN). The checks that
 // read a neighbour block's fill while another thread may free (and fill or
 // zero) it are left out: benign races, on purpose, that the sanitizer reports.

@@ -528,7 +528,7 @@ static void mi_page_extend_free(mi_page_t* page) {
   if (extend > max_extend) extend = max_extend;
   mi_assert_internal(extend > 0 && extend + page->capacity <= page->reserved);
   #if defined(MI_ZERO_ON_FREE)
-  // blocks on a free list read zero past their link (alloc.c checks it)
+  // blocks on a free list read zero past their link (secure.c checks it)
   if (!page->is_zero_init && mi_page_zeroes_on_free(page)) {
     _mi_memzero(_mi_page_start(_mi_page_segment(page), page, NULL) + page->capacity * bsize, extend * bsize);
   }

@@ -1747,6 +1747,23 @@ size_t _mi_segment_big_aligned_ofs(size_t align_offset) {
   return ptr_ofs;
 }
 
+// The segment and page of any block pointer we handed out (including the
+// unit-aligned big-alignment ones); NULL for NULL.
+mi_page_t* _mi_ptr_page(const void* p, mi_segment_t** psegment) {
+  mi_segment_t* segment = _mi_ptr_segment(p);
+  if (mi_unlikely((const void*)segment == p)) {
+    segment = _mi_segment_of_unit_aligned(p);
+    if (psegment != NULL) *psegment = segment;
+    return (segment == NULL ? NULL : &segment->pages[0]);
+  }
+  if (psegment != NULL) *psegment = segment;
+  return _mi_segment_page_of(segment, p);
+}
+
+mi_page_t* _mi_ptr_page_of(const void* p) {
+  return _mi_ptr_page(p, NULL);
+}
+
 // The segment of a block whose address is exactly segment-unit aligned: only
 // big-alignment blocks (one unit after their segment's start). NULL otherwise.
 mi_segment_t* _mi_segment_of_unit_aligned(const void* p) {
