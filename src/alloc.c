@@ -37,7 +37,10 @@ static mi_decl_forceinline void* mi_page_malloc_take(mi_heap_t* heap, mi_page_t*
   uint8_t* const trailer = mi_block_trailer(page, block);
   const uint64_t key = mi_trailer_key(page, block);
   page->free = mi_block_next_at(page, block, trailer, key);
-  #elif defined(MI_CHECKED_FAST_PATHS)
+  #else
+  uint8_t* const trailer = NULL;   // (found by mi_block_on_alloc where it needs it)
+  const uint64_t key = 0;
+  #if defined(MI_CHECKED_FAST_PATHS)
   if (checked) {
     page->free = mi_block_next(page, block);   // (reports a damaged link)
   }
@@ -52,34 +55,9 @@ static mi_decl_forceinline void* mi_page_malloc_take(mi_heap_t* heap, mi_page_t*
   #else
   page->free = mi_block_next(page, block);
   #endif
+  #endif
   page->used++;
-  #if defined(MI_ZERO_ON_FREE)
-  // the block was zeroed when it was freed (or added): it must still be
-  if (mi_page_zeroes_on_free(page)) {
-    const size_t usable = mi_page_usable_block_size(page);
-    const size_t ofs = mi_block_zero_check(heap, block, usable);
-    if (mi_unlikely(ofs < usable)) _mi_block_written_after_free(page, block, ofs);
-  }
-  #endif
-  #if (MI_DEBUG > 0)
-  _mi_memset(block, MI_DEBUG_UNINIT, mi_page_usable_block_size(page));   // recognisable fresh memory
-  #elif MI_SECURE_CLEAR_LINK && !defined(MI_TRAILER_LINK)
-  block->next = 0;   // no encoded link reaches the program (else the trailer held it)
-  #endif
-  #if (MI_PADDING > 0)
-  // the trailer: live, with the distance from the end of the user data
-  const size_t usable = mi_page_usable_block_size(page);
-  if (mi_likely(usable >= sizeof(mi_block_t))) {
-    const size_t delta = usable - (size - MI_PADDING_SIZE);
-    #if defined(MI_TRAILER_LINK)
-    mi_assert_internal(delta <= usable && trailer == mi_trailer_of(block, usable));
-    mi_trailer_set_live_at(trailer, key, delta);
-    #else
-    mi_assert_internal(delta <= usable);
-    mi_trailer_set_live(page, block, usable, delta);
-    #endif
-  }
-  #endif
+  mi_block_on_alloc(heap, page, block, size, trailer, key);   // (checked builds; nothing in release)
   #if (MI_STAT > 1)
   const size_t bsize = mi_page_block_size(page);
   if (bsize <= MI_LARGE_OBJ_SIZE_MAX) {

@@ -284,7 +284,7 @@ typedef struct mi_padding_s {
 #define MI_HUGE_BLOCK_SIZE                ((uint32_t)MI_HUGE_OBJ_SIZE_MAX)
 
 #define MI_MAX_EXTEND_SIZE                (4*KiB)   // extend a free list by one OS page worth at most
-#define MI_MIN_EXTEND                     (1)
+#define MI_MIN_EXTEND                     (MI_SECURE_RANDOM ? MI_SECURE_MIN_EXTEND : 1)   // (secure builds: something to shuffle)
 
 #define MI_RETIRE_CYCLES_SMALL            (8)       // retire delay for blocks <= 16 KiB
 #define MI_RETIRE_CYCLES_LARGE            (2)       // and for larger blocks

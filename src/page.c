@@ -469,49 +469,8 @@ static void mi_page_free_list_extend(mi_page_t* page, size_t bsize, size_t exten
   page->free = start;
 }
 
-#if MI_SECURE_RANDOM
-// Secure builds thread new blocks in random order: the blocks are cut into
-// up to 64 slices of consecutive blocks, and the list jumps from slice to
-// slice at random (8 fresh random bits per block), taking each slice's next
-// block; an exhausted slice passes the turn to the next one with blocks left.
-#define MI_SHUFFLE_SLICES_SHIFT 6
-static void mi_page_free_list_extend_random(mi_page_t* page, size_t bsize, size_t extend) {
-  uint8_t* const area = _mi_page_start(_mi_page_segment(page), page, NULL) + (page->capacity * bsize);
-  size_t shift = MI_SHUFFLE_SLICES_SHIFT;
-  while ((extend >> shift) == 0) shift--;
-  const size_t slices = (size_t)1 << shift;
-  const size_t per_slice = extend / slices;
-  uint8_t* next_of[(size_t)1 << MI_SHUFFLE_SLICES_SHIFT];
-  size_t left[(size_t)1 << MI_SHUFFLE_SLICES_SHIFT];
-  for (size_t i = 0; i < slices; i++) {
-    next_of[i] = area + (i * per_slice * bsize);
-    left[i] = per_slice;
-  }
-  left[slices - 1] += extend - (slices * per_slice);   // the last slice takes the remainder
-  uintptr_t rnd = _mi_heap_random_next(mi_page_heap(page));
-  size_t current = rnd & (slices - 1);
-  mi_block_t* const head = (mi_block_t*)next_of[current];
-  mi_block_t* prev = head;
-  next_of[current] += bsize;
-  left[current]--;
-  for (size_t i = 1; i < extend; i++) {
-    const size_t round = i % 8;
-    if (round == 0) rnd = _mi_random_shuffle(rnd);
-    size_t slice = (rnd >> (8 * round)) & (slices - 1);
-    while (left[slice] == 0) slice = (slice + 1) & (slices - 1);
-    mi_block_t* const block = (mi_block_t*)next_of[slice];
-    next_of[slice] += bsize;
-    left[slice]--;
-    mi_block_set_next(page, prev, block);
-    prev = block;
-  }
-  mi_block_set_next(page, prev, page->free);
-  page->free = head;
-}
-#endif
 
-// Add up to one OS page worth of blocks (at least one; secure builds: at
-// least MI_SECURE_MIN_EXTEND, to have something to shuffle) to the free list.
+// Add up to one OS page worth of blocks (at least MI_MIN_EXTEND) to the free list.
 static void mi_page_extend_free(mi_page_t* page) {
   mi_assert_expensive(mi_page_is_valid_init(page));
   if (page->free != NULL) return;
@@ -522,38 +481,11 @@ static void mi_page_extend_free(mi_page_t* page) {
   size_t extend = page->reserved - page->capacity;
   size_t max_extend = (bsize >= MI_MAX_EXTEND_SIZE ? MI_MIN_EXTEND : MI_MAX_EXTEND_SIZE / (uint32_t)bsize);
   if (max_extend < MI_MIN_EXTEND) max_extend = MI_MIN_EXTEND;
-  #if MI_SECURE_RANDOM
-  if (max_extend < MI_SECURE_MIN_EXTEND) max_extend = MI_SECURE_MIN_EXTEND;   // something to shuffle
-  #endif
   if (extend > max_extend) extend = max_extend;
   mi_assert_internal(extend > 0 && extend + page->capacity <= page->reserved);
-  #if defined(MI_ZERO_ON_FREE)
-  // blocks on a free list read zero past their link (secure.c checks it)
-  if (!page->is_zero_init && mi_page_zeroes_on_free(page)) {
-    _mi_memzero(_mi_page_start(_mi_page_segment(page), page, NULL) + page->capacity * bsize, extend * bsize);
-  }
-  #endif
-  #if MI_SECURE_RANDOM
-  if (extend >= 2) mi_page_free_list_extend_random(page, bsize, extend);
-  else
-  #endif
-  mi_page_free_list_extend(page, bsize, extend);
-  #if (MI_PADDING > 0)
-  // every new block's trailer reads free, so that the canary below any block
-  // of the page can be checked when that block is freed, and a free of a
-  // block never handed out reads as the double free it is. With the link in
-  // the trailer (MI_TRAILER_LINK) the extension wrote it so; otherwise it is
-  // written here (not in blocks too small for both a link and a trailer:
-  // there a free block's link is its trailer).
-  #if !defined(MI_TRAILER_LINK)
-  if (bsize >= MI_PADDING_SIZE + sizeof(mi_block_t)) {
-    uint8_t* const area = _mi_page_start(_mi_page_segment(page), page, NULL);
-    for (size_t i = page->capacity; i < (size_t)page->capacity + extend; i++) {
-      mi_trailer_set_free(page, (mi_block_t*)(area + i * bsize), bsize - MI_PADDING_SIZE);
-    }
-  }
-  #endif
-  #endif
+  // checked builds prepare the new blocks, and secure ones thread them
+  // themselves (secure.c; nothing in a release build)
+  if (!mi_page_on_extend(page, bsize, extend)) mi_page_free_list_extend(page, bsize, extend);
   __atomic_store_n(&page->capacity, (uint16_t)(page->capacity + extend), __ATOMIC_RELAXED);   // (mi_page_capacity_shared)
   mi_stat_touched_update(&mi_page_heap(page)->tld->stats, extend * bsize);
   mi_heap_stat_counter_increase(mi_page_heap(page), pages_extended, 1);

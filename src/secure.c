@@ -11,8 +11,11 @@
     path (silent: a free it does not pass goes to the generic path);
     mi_free_check_ptr and mi_free_check in the generic path (they report);
     mi_zero_free for a pointer outside every segment (the malloc(0) area);
-  - on allocate (alloc.c): mi_block_zero_check (freed memory still zero),
-    _mi_zero_alloc (malloc(0)), mi_page_usable_size_of (the exact size);
+  - on allocate (alloc.c): mi_block_on_alloc (freed memory still zero, the
+    trailer), _mi_zero_alloc (malloc(0)), mi_page_usable_size_of (the exact
+    size asked for);
+  - on page extend (page.c): mi_page_on_extend (zeroing, trailers, the
+    random order);
   - for C++ and the checked memcpy: _mi_new_array_mark, _mi_free_delete,
     _mi_check_write, and _mi_block_set_size for in-place reallocations.
 
@@ -89,6 +92,125 @@ static inline size_t mi_block_zero_check(mi_heap_t* heap, const mi_block_t* bloc
   return (mi_load8((const uint8_t*)block + usable - 8) == 0 ? usable : usable - 8);
 }
 #endif
+
+// ---------------------------------------------------------------------------
+// The hook on page extend (page.c)
+// ---------------------------------------------------------------------------
+
+#if MI_SECURE_RANDOM
+// Secure builds thread new blocks in random order: the blocks are cut into
+// up to 64 slices of consecutive blocks, and the list jumps from slice to
+// slice at random (8 fresh random bits per block), taking each slice's next
+// block; an exhausted slice passes the turn to the next one with blocks left.
+#define MI_SHUFFLE_SLICES_SHIFT 6
+static void mi_page_free_list_extend_random(mi_page_t* page, size_t bsize, size_t extend) {
+  uint8_t* const area = _mi_page_start(_mi_page_segment(page), page, NULL) + (page->capacity * bsize);
+  size_t shift = MI_SHUFFLE_SLICES_SHIFT;
+  while ((extend >> shift) == 0) shift--;
+  const size_t slices = (size_t)1 << shift;
+  const size_t per_slice = extend / slices;
+  uint8_t* next_of[(size_t)1 << MI_SHUFFLE_SLICES_SHIFT];
+  size_t left[(size_t)1 << MI_SHUFFLE_SLICES_SHIFT];
+  for (size_t i = 0; i < slices; i++) {
+    next_of[i] = area + (i * per_slice * bsize);
+    left[i] = per_slice;
+  }
+  left[slices - 1] += extend - (slices * per_slice);   // the last slice takes the remainder
+  uintptr_t rnd = _mi_heap_random_next(mi_page_heap(page));
+  size_t current = rnd & (slices - 1);
+  mi_block_t* const head = (mi_block_t*)next_of[current];
+  mi_block_t* prev = head;
+  next_of[current] += bsize;
+  left[current]--;
+  for (size_t i = 1; i < extend; i++) {
+    const size_t round = i % 8;
+    if (round == 0) rnd = _mi_random_shuffle(rnd);
+    size_t slice = (rnd >> (8 * round)) & (slices - 1);
+    while (left[slice] == 0) slice = (slice + 1) & (slices - 1);
+    mi_block_t* const block = (mi_block_t*)next_of[slice];
+    next_of[slice] += bsize;
+    left[slice]--;
+    mi_block_set_next(page, prev, block);
+    prev = block;
+  }
+  mi_block_set_next(page, prev, page->free);
+  page->free = head;
+}
+#endif
+
+// `extend` fresh blocks of the page, from its capacity on, before they join
+// its free list: zeroed (FULL: free blocks read zero past their link), their
+// trailers free (so that the canary below any block of the page can be
+// checked when that block is freed, and a free of a block never handed out
+// reads as the double free it is; with the link in the trailer,
+// MI_TRAILER_LINK, the threading writes it so; never in blocks too small for
+// both a link and a trailer: there a free block's link is its trailer), and
+// in secure builds threaded in random order. True: threaded; false: the
+// caller threads them in address order (always, in a release build).
+static inline bool mi_page_on_extend(mi_page_t* page, size_t bsize, size_t extend) {
+  (void)page; (void)bsize; (void)extend;
+  #if defined(MI_ZERO_ON_FREE)
+  if (!page->is_zero_init && mi_page_zeroes_on_free(page)) {
+    _mi_memzero(_mi_page_start(_mi_page_segment(page), page, NULL) + page->capacity * bsize, extend * bsize);
+  }
+  #endif
+  #if (MI_PADDING > 0) && !defined(MI_TRAILER_LINK)
+  if (bsize >= MI_PADDING_SIZE + sizeof(mi_block_t)) {
+    uint8_t* const area = _mi_page_start(_mi_page_segment(page), page, NULL);
+    for (size_t i = page->capacity; i < (size_t)page->capacity + extend; i++) {
+      mi_trailer_set_free(page, (mi_block_t*)(area + i * bsize), bsize - MI_PADDING_SIZE);
+    }
+  }
+  #endif
+  #if MI_SECURE_RANDOM
+  if (extend >= 2) {
+    mi_page_free_list_extend_random(page, bsize, extend);
+    return true;
+  }
+  #endif
+  return false;
+}
+
+// ---------------------------------------------------------------------------
+// The hook on allocate (alloc.c); nothing in a release build
+// ---------------------------------------------------------------------------
+
+// A block just taken off its page's free list, to be handed out for `size`
+// bytes (the padding included): freed memory must still read zero (FULL),
+// a debug build fills it, the link word is cleared (ON), and the trailer
+// says live, with the distance from the end of the user data. `trailer` and
+// `key`: the block's trailer and its key where the caller has them at hand
+// (MI_TRAILER_LINK: it read the link there), else NULL and 0.
+static mi_decl_forceinline void mi_block_on_alloc(mi_heap_t* heap, const mi_page_t* page, mi_block_t* block, size_t size,
+                                                  uint8_t* trailer, uint64_t key) {
+  (void)heap; (void)page; (void)block; (void)size; (void)trailer; (void)key;
+  #if defined(MI_ZERO_ON_FREE)
+  // the block was zeroed when it was freed (or added): it must still be
+  if (mi_page_zeroes_on_free(page)) {
+    const size_t usable = mi_page_usable_block_size(page);
+    const size_t ofs = mi_block_zero_check(heap, block, usable);
+    if (mi_unlikely(ofs < usable)) _mi_block_written_after_free(page, block, ofs);
+  }
+  #endif
+  #if (MI_DEBUG > 0)
+  _mi_memset(block, MI_DEBUG_UNINIT, mi_page_usable_block_size(page));   // recognisable fresh memory
+  #elif MI_SECURE_CLEAR_LINK && !defined(MI_TRAILER_LINK)
+  block->next = 0;   // no encoded link reaches the program (else the trailer held it)
+  #endif
+  #if (MI_PADDING > 0)
+  const size_t usable = mi_page_usable_block_size(page);
+  if (mi_likely(usable >= sizeof(mi_block_t))) {
+    const size_t delta = usable - (size - MI_PADDING_SIZE);
+    #if defined(MI_TRAILER_LINK)
+    mi_assert_internal(delta <= usable && trailer == mi_trailer_of(block, usable));
+    mi_trailer_set_live_at(trailer, key, delta);
+    #else
+    mi_assert_internal(delta <= usable);
+    mi_trailer_set_live(page, block, usable, delta);
+    #endif
+  }
+  #endif
+}
 
 #if defined(MI_ZERO_AREA)
 // ---------------------------------------------------------------------------
