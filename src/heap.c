@@ -65,7 +65,7 @@ static bool mi_heap_page_collect(mi_heap_t* heap, mi_page_queue_t* pq, mi_page_t
   // to a non-empty free list (a walk over cold blocks) buys nothing here
   _mi_page_free_collect(page, false);
   if (mi_page_all_free(page)) {
-    _mi_page_free(page, pq, collect >= MI_FORCE);
+    _mi_page_free(page, pq, collect == MI_FORCE);
   }
   else if (collect == MI_ABANDON) {
     _mi_page_abandon(page, pq);
@@ -92,26 +92,29 @@ static void mi_heap_collect_ex(mi_heap_t* heap, mi_collect_t collect) {
     // a sweep (the background purge thread's) held some of them meanwhile
     if (_mi_housekeeping_await()) _mi_abandoned_reclaim_all(heap, &heap->tld->segments);
   }
-  // when abandoning, no remote thread may push on this heap's delayed list anymore
+  // when abandoning, no remote thread may push on this heap's delayed list
+  // anymore; the pages and segments the thread empties from here on are
+  // freed like any others (their memory waits for its delay: the next thread
+  // takes it up), but the segments only while the regions hold less than
+  // the exit budget of freed resident memory (docs/design.md, "Thread exit")
   if (collect == MI_ABANDON) {
     mi_heap_visit_pages(heap, &mi_heap_page_never_delayed_free, NULL, NULL);
+    heap->tld->segments.ending = true;
   }
   _mi_heap_delayed_free(heap);
-  _mi_heap_collect_retired(heap, collect >= MI_FORCE);
+  _mi_heap_collect_retired(heap, collect >= MI_FORCE, collect == MI_FORCE);
   mi_heap_visit_pages(heap, &mi_heap_page_collect, &collect, NULL);
   mi_assert_internal(collect != MI_ABANDON || mi_atomic_load_acquire(&heap->thread_delayed_free) == NULL);
 
   // pending page purges, and pending region purges; forced: also the free
-  // pages of every other thread's segments (a trim). A thread that ends
-  // purges its own free pages and emptied segments now, but leaves the
-  // region blocks other threads freed to their delay: purging them here made
-  // every thread exit a process-wide purge that the next thread faulted in
-  // again (docs/design.md, "Thread exit")
-  _mi_segments_collect(collect >= MI_FORCE, &heap->tld->segments);
+  // pages of every other thread's segments (a trim); a thread that ends
+  // gives back its cached segments
+  _mi_segments_collect(collect == MI_FORCE, collect != MI_NORMAL, &heap->tld->segments);
   if (collect == MI_FORCE) _mi_segments_trim();
   _mi_region_collect(collect == MI_FORCE, collect == MI_FORCE);
   // (a purge of the background thread held some blocks meanwhile: again, once it is done)
   if (collect == MI_FORCE && _mi_housekeeping_await()) _mi_region_collect(true, true);
+  heap->tld->segments.ending = false;
 }
 
 static bool mi_heap_page_set_owner(mi_heap_t* heap, mi_page_queue_t* pq, mi_page_t* page, void* arg1, void* arg2) {

@@ -191,7 +191,7 @@ bool       _mi_segment_reclaim_on_free(mi_segment_t* segment, mi_heap_t* heap);
 void       _mi_segments_try_purge(void);     // the abandoned sweep and pending huge purges, when due
 int64_t    _mi_segments_purge_next(void);    // when the next of them is due (0: none pending)
 void       _mi_abandoned_reclaim_all(mi_heap_t* heap, mi_segments_tld_t* tld);
-void       _mi_segments_collect(bool force, mi_segments_tld_t* tld);
+void       _mi_segments_collect(bool force, bool flush_cache, mi_segments_tld_t* tld);
 size_t     _mi_segment_big_aligned_ofs(size_t align_offset);   // 0: no place for such a pointer
 mi_segment_t* _mi_segment_of_unit_aligned(const void* p);
 void       _mi_segment_huge_page_free(mi_segment_t* segment, mi_page_t* page, mi_block_t* block);
@@ -199,6 +199,7 @@ void       _mi_segment_huge_page_purge(mi_segment_t* segment, mi_page_t* page, m
 uintptr_t  _mi_segment_await_abandon(const mi_segment_t* segment, uintptr_t owner, bool* gave_up);
 void       _mi_segments_fork_child(void);
 void       _mi_regions_fork_child(void);
+bool       _mi_region_resident_free_above(size_t size);
 void       _mi_segment_set_owner(mi_segment_t* segment, uintptr_t owner);
 void       _mi_segments_set_owner(mi_segments_tld_t* tld, uintptr_t owner);   // the segments the thread keeps outside its heaps' pages
 size_t     _mi_segments_trim(void);          // purge the free pages of every thread's segments: the bytes purged
@@ -233,7 +234,7 @@ void       _mi_page_abandon(mi_page_t* page, mi_page_queue_t* pq);
 void       _mi_page_use_delayed_free(mi_page_t* page, mi_delayed_t delay, bool override_never);
 bool       _mi_page_try_use_delayed_free(mi_page_t* page, mi_delayed_t delay, bool override_never);
 void       _mi_heap_delayed_free(mi_heap_t* heap);
-void       _mi_heap_collect_retired(mi_heap_t* heap, bool force);
+void       _mi_heap_collect_retired(mi_heap_t* heap, bool all, bool purge_now);
 void       _mi_deferred_free(mi_heap_t* heap, bool force);
 mi_page_t* _mi_huge_page_alloc(mi_heap_t* heap, size_t size, size_t page_alignment, size_t align_offset);
 

@@ -626,6 +626,7 @@ typedef struct mi_segments_tld_s {
   size_t cache_count;
   size_t region_cursor;                // where this thread last found region space
   size_t reclaim_cursor;               // where the abandoned-segment scan continues
+  bool   ending;                       // the thread is ending: the segments it empties go to the region under the exit budget
 } mi_segments_tld_t;
 
 // Per-thread data shared by all heaps of a thread.

@@ -365,8 +365,8 @@ void _mi_page_retire(mi_page_t* page) mi_attr_noexcept {
 }
 
 // Count down the retired pages at the front of each queue that has some;
-// free them when expired (or now, when forced).
-void _mi_heap_collect_retired(mi_heap_t* heap, bool force) {
+// free them when expired (or all now; `purge_now`: their memory too).
+void _mi_heap_collect_retired(mi_heap_t* heap, bool all, bool purge_now) {
   size_t min = MI_BIN_FULL;
   size_t max = 0;
   for (size_t bin = heap->page_retired_min; bin <= heap->page_retired_max; bin++) {
@@ -376,8 +376,8 @@ void _mi_heap_collect_retired(mi_heap_t* heap, bool force) {
       mi_page_t* next = page->next;
       if (mi_page_all_free(page)) {
         page->retire_expire--;
-        if (force || page->retire_expire == 0) {
-          _mi_page_free(page, pq, force);   // (takes it off the count)
+        if (all || page->retire_expire == 0) {
+          _mi_page_free(page, pq, purge_now);   // (takes it off the count)
         }
         else {
           if (bin < min) min = bin;
@@ -587,7 +587,7 @@ static mi_page_t* mi_page_queue_find_free_ex(mi_heap_t* heap, mi_page_queue_t* p
   }
   mi_heap_stat_counter_increase(heap, searches, count);
   if (page == NULL) {
-    _mi_heap_collect_retired(heap, false);
+    _mi_heap_collect_retired(heap, false, false);
     page = mi_page_fresh(heap, pq);
     if (page == NULL && first_try) {
       // a reclaimed page may have been pushed on the queue: search again

@@ -206,6 +206,21 @@ static size_t mi_region_create(bool want_large) {
   return idx;
 }
 
+// Do the regions hold more than `size` bytes of freed blocks that are still
+// resident (purge pending)? (Pinned memory is never purged: not counted.)
+bool _mi_region_resident_free_above(size_t size) {
+  size_t free_resident = 0;
+  const size_t count = mi_atomic_load_acquire(&regions_count);
+  for (size_t i = 0; i < count; i++) {
+    const mem_region_t* region = &regions[i];
+    if (mi_atomic_load_acquire(&region->state) != MI_REGION_LIVE || mi_atomic_load_relaxed(&region->is_pinned) != 0) continue;
+    const uintptr_t in_use = mi_atomic_load_relaxed(&region->in_use);
+    free_resident += mi_popcount(mi_atomic_load_relaxed(&region->dirty) & ~in_use) * MI_SEGMENT_SIZE;
+    if (free_resident > size) return true;
+  }
+  return false;
+}
+
 // In a forked child: a region that another thread was setting up stays in
 // its slot, unused (its memory is mapped or not); the gate opens again.
 void _mi_regions_fork_child(void) {

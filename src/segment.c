@@ -758,6 +758,17 @@ void _mi_segment_huge_release_at(size_t min_size) {
 // collections and thread exit give them back.
 // ---------------------------------------------------------------------------
 
+// A thread that ends leaves the segments it empties in the regions for the
+// threads that follow (they wait for their delay like any freed segment, and
+// the next segment built takes the resident ones first), as long as the
+// regions hold less than MI_EXIT_RESIDENT_MAX of freed resident memory;
+// beyond it they are purged at once (docs/design.md, "Thread exit").
+#define MI_EXIT_RESIDENT_MAX  (8 * MI_SEGMENT_SIZE)
+
+static bool mi_segment_exit_over_budget(const mi_segments_tld_t* tld) {
+  return (tld->ending && _mi_region_resident_free_above(MI_EXIT_RESIDENT_MAX));
+}
+
 static bool mi_segment_cache_push(mi_segment_t* segment, mi_segments_tld_t* tld) {
   if (segment->page_kind == MI_PAGE_HUGE || segment->mem_is_pinned) return false;
   const size_t option = (size_t)mi_option_get(mi_option_segment_cache);
@@ -799,7 +810,7 @@ static mi_segment_t* mi_segment_cache_pop(mi_segments_tld_t* tld) {
 static void mi_segment_cache_flush(mi_segments_tld_t* tld) {
   mi_segment_t* segment;
   while ((segment = mi_segment_cache_pop(tld)) != NULL) {
-    mi_segment_os_free(segment, false, &_mi_segments_tld_stats(tld));
+    mi_segment_os_free(segment, mi_segment_exit_over_budget(tld), &_mi_segments_tld_stats(tld));
   }
 }
 
@@ -1062,6 +1073,7 @@ static void mi_segment_free(mi_segment_t* segment, bool force, mi_segments_tld_t
   // (a cached segment keeps its guards: it most often serves the same page
   // kind again; mi_segment_alloc moves them when it does not)
   if (!force && mi_segment_cache_push(segment, tld)) return;
+  if (!force && mi_segment_exit_over_budget(tld)) force = true;
   mi_segment_os_free(segment, force, &_mi_segments_tld_stats(tld));
   _mi_region_try_purge();
 }
@@ -1717,11 +1729,13 @@ mi_page_t* _mi_segment_page_alloc(mi_heap_t* heap, size_t block_size, size_t pag
 // Collection and lookup
 // ---------------------------------------------------------------------------
 
-void _mi_segments_collect(bool force, mi_segments_tld_t* tld) {
+// Pending purges of this thread's segments (all now, when forced), and the
+// process-wide ones that are due; `flush_cache`: the cached segments go back.
+void _mi_segments_collect(bool force, bool flush_cache, mi_segments_tld_t* tld) {
   mi_segments_purge_due(tld, force);
   if (force) mi_segments_try_purge_huge(INT64_MAX);   // every pending huge purge, now
   _mi_segments_try_purge();
-  if (force) mi_segment_cache_flush(tld);
+  if (flush_cache) mi_segment_cache_flush(tld);
 }
 
 // Big alignments (> MI_ALIGNMENT_MAX_IN_SEGMENT, a multiple of the segment

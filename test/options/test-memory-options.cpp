@@ -262,6 +262,42 @@ MI_CHILD(segment_on_resident) {
   return 0;
 }
 
+// A thread allocates argv[1] MiB of small blocks and waits; the main thread
+// frees them all (remote frees: the thread finds its pages empty when it
+// ends, so the segments it empties then are the ones the exit frees); the
+// thread ends; the main thread looks, and again after argv[0] ms and
+// mi_collect(false).
+MI_CHILD(exit_own) {
+  const long wait = arg_long(argc, argv, 0, 0);
+  const size_t mib = (size_t)arg_long(argc, argv, 1, 8);
+  const size_t bsize = 1000, n = mib * MiB / bsize;
+  std::vector<void*> local(n, nullptr);   // (allocated before the snapshots)
+  std::atomic<int> state(0);
+  take_snapshot(&snap[0], nullptr);
+  std::thread t([&] {
+    for (size_t i = 0; i < n; i++) { local[i] = mi_malloc(dyn(bsize)); memset(opaque(local[i]), 0x5A, bsize); }
+    state.store(1);
+    while (state.load() != 2) sleep_ms(1);
+  });
+  while (state.load() != 1) sleep_ms(1);
+  take_snapshot(&snap[1], nullptr);
+  for (size_t i = 0; i < n; i++) mi_free(local[i]);
+  const long t0 = now_ms();
+  state.store(2);
+  t.join();
+  take_snapshot(&snap[2], nullptr);
+  const long t1 = now_ms();
+  sleep_ms(wait);
+  mi_collect(false);
+  take_snapshot(&snap[3], nullptr);
+  emit_snapshot("start", snap[0]);
+  emit_snapshot("full", snap[1]);
+  emit_snapshot("exited", snap[2]);
+  emit_snapshot("waited", snap[3]);
+  emit("exit_ms", t1 - t0);
+  return 0;
+}
+
 // A thread fills small pages, frees all but two blocks, and ends: its
 // segments are abandoned with many free (not yet reset) pages.
 MI_CHILD(abandon) {
@@ -536,6 +572,29 @@ TEST(PagePurge, ASegmentBuiltOnResidentMemoryGivesItsUnusedPagesBack) {
   if (!run_ok(&r, "segment_on_resident", { "MIMALLOC_RESET_DELAY=100" }, { "400" })) return;
   EXPECT_GT(r.num("full.rss"), r.num("start.rss") + (long long)(15 * MiB)) << r.describe();
   EXPECT_LT(r.num("waited.rss"), r.num("start.rss") + (long long)(6 * MiB)) << r.describe();
+}
+
+TEST(ThreadExit, LeavesTheSegmentsItEmptiesForTheThreadsThatFollow) {
+  // 8 MiB that other threads freed into its pages: the segments the thread
+  // empties when it ends wait for their delay (within the exit budget of
+  // 32 MiB), for the next thread to take up without faulting them in again;
+  // then they go back. (Until this version they were purged at the exit.)
+  ChildResult r;
+  if (!run_ok(&r, "exit_own", { "MIMALLOC_RESET_DELAY=300" }, { "800", "8" })) return;
+  if (r.num("exit_ms") >= 250) GTEST_SKIP() << "the machine is too slow to look before the delay ends";
+  EXPECT_GT(r.num("full.rss"), r.num("start.rss") + (long long)(7 * MiB)) << r.describe();
+  EXPECT_GT(r.num("exited.rss"), r.num("full.rss") - (long long)(2 * MiB)) << r.describe();
+  EXPECT_LT(r.num("waited.rss"), r.num("full.rss") - (long long)(6 * MiB)) << r.describe();
+}
+
+TEST(ThreadExit, PurgesWhatItEmptiesBeyondTheExitBudget) {
+  // 80 MiB: at most 32 MiB of freed memory wait in the regions for the next
+  // threads; the rest of what the ending thread empties goes back at once
+  ChildResult r;
+  if (!run_ok(&r, "exit_own", { "MIMALLOC_RESET_DELAY=10000" }, { "0", "80" })) return;
+  EXPECT_GT(r.num("full.rss"), r.num("start.rss") + (long long)(78 * MiB)) << r.describe();
+  EXPECT_LT(r.num("exited.rss"), r.num("full.rss") - (long long)(44 * MiB)) << r.describe();
+  EXPECT_GT(r.num("exited.rss"), r.num("full.rss") - (long long)(56 * MiB)) << r.describe();
 }
 
 TEST(RemoteFree, AHugeBlockFreedByAnotherThreadGoesBackAtTheOwnersNextSlowPath) {
