@@ -191,7 +191,7 @@ bool       _mi_segment_reclaim_on_free(mi_segment_t* segment, mi_heap_t* heap);
 void       _mi_segments_try_purge(void);     // the abandoned sweep and pending huge purges, when due
 int64_t    _mi_segments_purge_next(void);    // when the next of them is due (0: none pending)
 void       _mi_abandoned_reclaim_all(mi_heap_t* heap, mi_segments_tld_t* tld);
-void       _mi_segments_collect(bool force, bool flush_cache, mi_segments_tld_t* tld);
+void       _mi_segments_collect(bool force, mi_segments_tld_t* tld);
 size_t     _mi_segment_big_aligned_ofs(size_t align_offset);   // 0: no place for such a pointer
 mi_segment_t* _mi_segment_of_unit_aligned(const void* p);
 void       _mi_segment_huge_page_free(mi_segment_t* segment, mi_page_t* page, mi_block_t* block);

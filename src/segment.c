@@ -1730,12 +1730,14 @@ mi_page_t* _mi_segment_page_alloc(mi_heap_t* heap, size_t block_size, size_t pag
 // ---------------------------------------------------------------------------
 
 // Pending purges of this thread's segments (all now, when forced), and the
-// process-wide ones that are due; `flush_cache`: the cached segments go back.
-void _mi_segments_collect(bool force, bool flush_cache, mi_segments_tld_t* tld) {
+// process-wide ones that are due (all huge ones now, when forced, but not
+// by a thread that ends: those blocks wait for their delay); forced: the
+// cached segments go back.
+void _mi_segments_collect(bool force, mi_segments_tld_t* tld) {
   mi_segments_purge_due(tld, force);
-  if (force) mi_segments_try_purge_huge(INT64_MAX);   // every pending huge purge, now
+  if (force && !tld->ending) mi_segments_try_purge_huge(INT64_MAX);   // every pending huge purge, now
   _mi_segments_try_purge();
-  if (flush_cache) mi_segment_cache_flush(tld);
+  if (force) mi_segment_cache_flush(tld);
 }
 
 // Big alignments (> MI_ALIGNMENT_MAX_IN_SEGMENT, a multiple of the segment
