@@ -568,10 +568,13 @@ TEST(PagePurge, ASegmentBuiltOnResidentMemoryGivesItsUnusedPagesBack) {
   // (freed, its purge not due yet: the block is reused, its purge cancelled)
   // has that memory in its unused pages; they go back after the delay like
   // any free page (before, they stayed resident until the segment was freed)
+  // (relative figures and the purge count: under ThreadSanitizer the shadow
+  // of the memory stays resident when the memory goes back)
   ChildResult r;
   if (!run_ok(&r, "segment_on_resident", { "MIMALLOC_RESET_DELAY=100" }, { "400" })) return;
   EXPECT_GT(r.num("full.rss"), r.num("start.rss") + (long long)(15 * MiB)) << r.describe();
-  EXPECT_LT(r.num("waited.rss"), r.num("start.rss") + (long long)(6 * MiB)) << r.describe();
+  EXPECT_LT(r.num("waited.rss"), r.num("started.rss") - (long long)(10 * MiB)) << r.describe();
+  EXPECT_GE(r.num("waited.reset"), r.num("started.reset") + (long long)(12 * MiB)) << r.describe();
 }
 
 TEST(ThreadExit, LeavesTheSegmentsItEmptiesForTheThreadsThatFollow) {
