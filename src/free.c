@@ -110,6 +110,18 @@ static mi_decl_noinline void mi_free_page_emptied(mi_page_t* page) mi_attr_noexc
   _mi_purger_poll();
 }
 
+// Is `heap` one of this thread's heaps? (A page's heap is compared, never
+// read: another thread's heap may be going away.)
+static bool mi_heap_is_ours(uintptr_t heap) {
+  mi_heap_t* const dflt = mi_get_default_heap();
+  if (heap == (uintptr_t)dflt) return true;
+  if (heap == 0 || !mi_heap_is_initialized(dflt)) return false;
+  for (const mi_heap_t* h = dflt->tld->heaps; h != NULL; h = h->next) {
+    if ((uintptr_t)h == heap) return true;
+  }
+  return false;
+}
+
 // Everything that is not a local free into a non-full page without aligned blocks.
 static mi_decl_noinline void mi_free_generic(mi_segment_t* segment, mi_page_t* page, void* p) mi_attr_noexcept {
   if (mi_unlikely(!_mi_segment_map_contains(segment))) {
@@ -120,7 +132,10 @@ static mi_decl_noinline void mi_free_generic(mi_segment_t* segment, mi_page_t* p
   page = _mi_slice_page(page);   // an interior pointer into a large block's later slice
   if (mi_unlikely(!mi_free_check_ptr(page, p))) return;   // (checked builds; the unit-aligned path comes here unchecked)
   mi_block_t* block = (mi_page_has_aligned(page) ? _mi_page_ptr_unalign(segment, page, p) : (mi_block_t*)p);
-  const uintptr_t owner = mi_atomic_load_relaxed(&segment->thread_id);
+  uintptr_t owner = mi_atomic_load_relaxed(&segment->thread_id);
+  if (owner == MI_THREAD_ID_SHARED && mi_heap_is_ours(mi_atomic_load_relaxed(&page->xheap))) {
+    owner = _mi_thread_id();   // a large page of one of our heaps
+  }
   const bool local = (owner == _mi_thread_id());
   mi_stat_free(page, block);
   if (!mi_free_check(page, block, local)) return;
@@ -176,8 +191,29 @@ bool _mi_free_delayed_block(mi_block_t* block) {
 // Remote frees
 // ---------------------------------------------------------------------------
 
+// Free a block of a large page of a shared segment that is not our default
+// heap's. A page whose thread ended has no heap: its block was its last, so
+// the page goes back now. A page whose thread is abandoning it (NEVER_DELAYED)
+// would not be looked at again: wait until it has no heap, then the same
+// (after a while the block goes on its thread_free: a heap deleted by a
+// thread that goes on keeps its pages, and collects them later).
+static void mi_free_shared(mi_page_t* page, mi_block_t* block) {
+  for (size_t spins = 0; ; spins++) {
+    if (mi_atomic_load_acquire(&page->xheap) == 0) {
+      _mi_segment_shared_free_abandoned(page);
+      return;
+    }
+    if (mi_free_block_mt(page, block, spins < MI_ABANDON_AWAIT_MAX)) return;
+    mi_atomic_yield();
+  }
+}
+
 // Free a block of another thread's (or an abandoned) segment.
 static void mi_free_remote(mi_segment_t* segment, mi_page_t* page, mi_block_t* block, uintptr_t owner) {
+  if (owner == MI_THREAD_ID_SHARED) {
+    mi_free_shared(page, block);
+    return;
+  }
   const bool in_set = mi_segment_in_abandoned_set(segment);
   if (owner != 0 && segment->page_kind == MI_PAGE_HUGE) {
     // the owner gives the segment back at its next slow path; the memory goes now

@@ -485,9 +485,11 @@ static void mi_fork_prepare(void) {
   mi_atomic_store_relaxed(&mi_fork_preparing, 1);
   mi_atomic_fence_seq_cst();
   _mi_housekeeping_await();
+  _mi_segments_fork_prepare();
 }
 
 static void mi_fork_parent(void) {
+  _mi_segments_fork_parent();
   mi_atomic_store_release(&mi_fork_preparing, 0);
 }
 

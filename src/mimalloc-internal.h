@@ -198,6 +198,9 @@ void       _mi_segment_huge_page_free(mi_segment_t* segment, mi_page_t* page, mi
 void       _mi_segment_huge_page_purge(mi_segment_t* segment, mi_page_t* page, mi_block_t* block);
 uintptr_t  _mi_segment_await_abandon(const mi_segment_t* segment, uintptr_t owner, bool* gave_up);
 void       _mi_segments_fork_child(void);
+void       _mi_segments_fork_prepare(void);
+void       _mi_segments_fork_parent(void);
+void       _mi_segment_shared_free_abandoned(mi_page_t* page);
 void       _mi_regions_fork_child(void);
 bool       _mi_region_resident_free_above(size_t size);
 void       _mi_segment_set_owner(mi_segment_t* segment, uintptr_t owner);

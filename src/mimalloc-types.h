@@ -321,6 +321,10 @@ typedef struct mi_padding_s {
 // for the next thread that starts (init.c, "Orphan heaps"; never a thread id).
 #define MI_THREAD_ID_ORPHAN               ((uintptr_t)2)
 
+// The owner id of the shared large segments, whose pages belong to the heaps
+// that hold them (segment.c, "Shared large segments"; never a thread id).
+#define MI_THREAD_ID_SHARED               ((uintptr_t)3)
+
 // Thread metadata blocks kept for reuse by new threads, and orphan heaps.
 #define MI_TD_CACHE_SIZE                  (32)
 #define MI_ORPHAN_MAX                     (32)
@@ -451,6 +455,7 @@ typedef struct mi_segment_s {
   uint8_t    huge_fresh;        // huge: a mi_huge_fresh_t
   uint8_t    huge_pending;      // huge: 1 + the slot of its pending purge (another thread freed the block; written before it hands the block back), 0: none
   bool       guarded;           // secure builds: the header's and the segment end's guards are installed
+  bool       shared;            // a shared large segment: owner id MI_THREAD_ID_SHARED, its pages owned by their heaps (segment.c, "Shared large segments")
   uint8_t    page_kind;         // a mi_page_kind_t
   uint8_t    page_shift;        // log2 of the page size (16, 19 or 22)
   size_t     huge_purged;       // huge: bytes of its block purged while in use (another thread freed it), counted in `reset` until the segment goes; set by the thread that purges, before the owner may free the segment

@@ -64,7 +64,7 @@ static bool mi_page_is_valid(mi_page_t* page) {
   mi_assert_internal(mi_page_is_valid_init(page));
   if (mi_page_heap(page) != NULL) {
     mi_segment_t* segment = _mi_page_segment(page);
-    mi_assert_internal(!_mi_process_is_initialized || segment->thread_id == mi_page_heap(page)->thread_id || segment->thread_id == 0);
+    mi_assert_internal(!_mi_process_is_initialized || segment->thread_id == mi_page_heap(page)->thread_id || segment->thread_id == 0 || segment->shared);
   }
   return true;
 }
@@ -271,6 +271,13 @@ void _mi_page_abandon(mi_page_t* page, mi_page_queue_t* pq) {
   _mi_page_queue_remove(pq, page);
   // remote frees from now on go straight to thread_free
   mi_assert_internal(mi_tf_delayed(mi_atomic_load_relaxed(&page->xthread_free)) == MI_NEVER_DELAYED_FREE);
+  if (_mi_page_segment(page)->shared) {
+    // a large page of a shared segment: whoever frees its block gives it
+    // back, maybe right after the store below (not touched after it)
+    mi_stat_increase(&pheap->tld->stats, pages_abandoned, 1);
+    mi_page_set_heap(page, NULL);
+    return;
+  }
   mi_page_set_heap(page, NULL);
   _mi_segment_page_abandon(page, segments_tld);
 }

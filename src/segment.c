@@ -3,11 +3,12 @@
 
   A segment holds 64 small pages, 8 medium pages, large pages carved from 64
   slices of 64 KiB (a run of slices per block: "Large pages" below), or one
-  huge page (then the segment is as big as the block needs). Small, medium
-  and large segments with an unused page (slice) sit in the thread's
-  free-segment queue of their kind; a page request takes the first such
-  segment and claims its first unused page (a large one: the first segment
-  with a run of free slices that fits, and the lowest such run).
+  huge page (then the segment is as big as the block needs). Small and
+  medium segments with an unused page sit in the thread's free-segment queue
+  of their kind; a page request takes the first such segment and claims an
+  unused page (one whose purge is pending first). Large segments are shared
+  by all threads: a large page request takes a run of free slices in any of
+  them ("Shared large segments" below).
 
   Pages given back to a segment wait for a *delayed purge*: after
   `reset_delay` ms their memory is purged, unless they are claimed again
@@ -189,9 +190,11 @@ static size_t mi_segment_run_slices(const mi_segment_t* segment, size_t idx, siz
   return _mi_divide_up(ofs + block_size + mi_segment_guard_size(), MI_SLICE_SIZE);
 }
 
-// The lowest run of free slices of a large segment that fits a block of
-// `block_size` (from slice 0 it takes more: the header).
-static bool mi_segment_large_find_run(const mi_segment_t* segment, size_t block_size, size_t* first) {
+// The run of free slices of a large segment that fits a block of
+// `block_size` (from slice 0 it takes more: the header) with the most slices
+// still resident (purge pending: no page faults), the lowest of those;
+// `*resident`: how many.
+static bool mi_segment_large_find_run_resident(const mi_segment_t* segment, size_t block_size, size_t* first, size_t* resident) {
   mi_assert_internal(segment->page_kind == MI_PAGE_LARGE);
   const uint64_t free = segment->free_mask;
   const size_t n = mi_segment_run_slices(segment, 1, block_size);
@@ -203,7 +206,18 @@ static bool mi_segment_large_find_run(const mi_segment_t* segment, size_t block_
   }
   if (starts == 0) return false;
   *first = mi_ctz(starts);
+  *resident = 0;
+  for (uint64_t m = (segment->purge_mask != 0 ? starts : 0); m != 0; m &= m - 1) {
+    const size_t i = mi_ctz(m);
+    const size_t count = mi_popcount(segment->purge_mask & mi_bit_mask(mi_segment_run_slices(segment, i, block_size), i));
+    if (count > *resident) { *resident = count; *first = i; }
+  }
   return true;
+}
+
+static bool mi_segment_large_find_run(const mi_segment_t* segment, size_t block_size, size_t* first) {
+  size_t resident;
+  return mi_segment_large_find_run_resident(segment, block_size, first, &resident);
 }
 
 // The slices of a page: more than one only for a large page in use.
@@ -615,6 +629,10 @@ static void mi_segments_purge_due(mi_segments_tld_t* tld, bool force) {
 static void mi_segment_page_clear(mi_segment_t* segment, mi_page_t* page, mi_segments_tld_t* tld);
 static void mi_segment_os_free(mi_segment_t* segment, bool purge_now, mi_stats_t* stats);
 static void mi_segment_mark_abandoned(mi_segment_t* segment);
+static void mi_shared_note_expire(int64_t expire);
+static void mi_shared_page_free(mi_page_t* page, mi_segments_tld_t* tld);
+static void mi_shared_try_purge(int64_t now, bool force);
+static _Atomic(int64_t) mi_shared_purge_next;   // earliest pending page purge of the shared large segments (0: none)
 
 static _Atomic(int64_t) mi_abandoned_sweep_expire;   // when the next sweep is due (0: none pending)
 
@@ -696,19 +714,23 @@ static void mi_segments_try_sweep_abandoned(int64_t now) {
 // sweep, and the huge blocks other threads freed. One clock read when
 // something is pending, none otherwise.
 void _mi_segments_try_purge(void) {
-  if (mi_atomic_load_relaxed(&mi_abandoned_sweep_expire) == 0 && mi_atomic_load_relaxed(&mi_huge_pending_next) == 0) return;
+  if (mi_atomic_load_relaxed(&mi_abandoned_sweep_expire) == 0 && mi_atomic_load_relaxed(&mi_huge_pending_next) == 0 &&
+      mi_atomic_load_relaxed(&mi_shared_purge_next) == 0) return;
   const int64_t now = _mi_prim_clock_now();
   mi_segments_try_purge_huge(now);
   mi_segments_try_sweep_abandoned(now);
+  mi_shared_try_purge(now, false);
 }
 
 // When the next of them is due (0: none pending).
 int64_t _mi_segments_purge_next(void) {
-  const int64_t a = mi_atomic_load_relaxed(&mi_abandoned_sweep_expire);
-  const int64_t b = mi_atomic_load_relaxed(&mi_huge_pending_next);
-  if (a == 0) return b;
-  if (b == 0) return a;
-  return (a < b ? a : b);
+  int64_t next = 0;
+  const int64_t due[3] = { mi_atomic_load_relaxed(&mi_abandoned_sweep_expire), mi_atomic_load_relaxed(&mi_huge_pending_next),
+                           mi_atomic_load_relaxed(&mi_shared_purge_next) };
+  for (size_t i = 0; i < 3; i++) {
+    if (due[i] != 0 && (next == 0 || due[i] < next)) next = due[i];
+  }
+  return next;
 }
 
 // The statistics of a purged page that is used again (or goes back with its segment).
@@ -928,7 +950,7 @@ static bool mi_segment_mem_alloc(size_t segment_size, size_t info_size, mi_page_
 // Step 2: the header (everything zero but what is set here; the guard page
 // after it is not part of it), the segment map, the owner, the guards.
 static mi_segment_t* mi_segment_init(const mi_segment_mem_t* mem, mi_page_kind_t page_kind, size_t page_shift, size_t capacity,
-                                     size_t segment_size, size_t info_size, uint8_t* aligned_block, mi_segments_tld_t* tld) {
+                                     size_t segment_size, size_t info_size, uint8_t* aligned_block, bool shared, mi_segments_tld_t* tld) {
   mi_segment_t* segment = (mi_segment_t*)mem->start;
   if (!mem->zero) memset((void*)segment, 0, info_size - mi_segment_guard_size());
   segment->guard_mask = mem->guard_mask;
@@ -959,16 +981,18 @@ static mi_segment_t* mi_segment_init(const mi_segment_mem_t* mem, mi_page_kind_t
     _mi_region_free(segment, mem->size, mem->memid, mem->committed, false, 0);
     return NULL;
   }
-  mi_atomic_store_release(&segment->thread_id, _mi_thread_id());
-  mi_segments_track_size((long)segment_size, tld);
+  segment->shared = shared;
+  mi_atomic_store_release(&segment->thread_id, (shared ? MI_THREAD_ID_SHARED : _mi_thread_id()));
+  if (!shared) mi_segments_track_size((long)segment_size, tld);
   mi_stat_increase(&_mi_segments_tld_stats(tld), segments, 1);
   if (mem->guarded) segment->guarded = true;
   else mi_segment_guards(segment, true);
   if (page_kind != MI_PAGE_HUGE) {
-    mi_segment_insert_in_free_queue(segment, tld);
+    if (!shared) mi_segment_insert_in_free_queue(segment, tld);
     // on memory an earlier segment left resident: its unused pages go back
     // after the delay like any other free page, unless claimed before
-    if (!mem->zero) mi_segment_purge_add(segment, segment->free_mask, tld);
+    if (!mem->zero) mi_segment_purge_add(segment, segment->free_mask, (shared ? NULL : tld));
+    if (shared && segment->purge_expire != 0) mi_shared_note_expire(segment->purge_expire);
   }
   return segment;
 }
@@ -976,7 +1000,7 @@ static mi_segment_t* mi_segment_init(const mi_segment_mem_t* mem, mi_page_kind_t
 // Allocate a segment: `required` > 0 for a huge segment, `page_alignment` >
 // MI_ALIGNMENT_MAX_IN_SEGMENT for a big-alignment one.
 static mi_segment_t* mi_segment_alloc(size_t required, mi_page_kind_t page_kind, size_t page_shift,
-                                      size_t page_alignment, size_t align_offset, mi_segments_tld_t* tld) {
+                                      size_t page_alignment, size_t align_offset, bool shared, mi_segments_tld_t* tld) {
   mi_assert_internal((page_kind == MI_PAGE_HUGE) == (required > 0));
   mi_assert_internal(page_kind != MI_PAGE_HUGE || page_shift == MI_SEGMENT_SHIFT);
   const size_t capacity = (page_kind == MI_PAGE_HUGE ? 1 : MI_SEGMENT_SIZE >> page_shift);
@@ -1005,7 +1029,7 @@ static mi_segment_t* mi_segment_alloc(size_t required, mi_page_kind_t page_kind,
   mi_segment_mem_t mem;
   if (!mi_segment_mem_alloc(segment_size, info_size, page_kind, commit, allow_pinned, page_alignment, os_offset, &mem, tld)) return NULL;
   return mi_segment_init(&mem, page_kind, page_shift, capacity, segment_size, info_size,
-                         (block_ofs != 0 ? mem.start + block_ofs : NULL), tld);
+                         (block_ofs != 0 ? mem.start + block_ofs : NULL), shared, tld);
 }
 
 // Give a segment's memory back. The segment is no longer counted by any thread.
@@ -1094,13 +1118,14 @@ static bool mi_segment_page_claim(mi_segment_t* segment, mi_page_t* page, size_t
   const uint64_t run = mi_bit_mask(n, first);
   mi_assert_internal((segment->free_mask & run) == run);
   mi_assert_internal(n == 1 || segment->page_kind == MI_PAGE_LARGE);
-  mi_segment_purge_cancel(segment, run, tld);   // claimed before their purge: no system call
+  mi_segments_tld_t* const ptld = (segment->shared ? NULL : tld);   // (the owner's purge list; shared segments have their own)
+  mi_segment_purge_cancel(segment, run, ptld);   // claimed before their purge: no system call
   const bool locked = mi_segment_lock(segment);
   bool zero = true;
   for (size_t i = first; i < first + n; i++) {
     mi_page_t* slice = &segment->pages[i];
     if (!mi_page_unpurge(segment, slice)) {
-      mi_segment_purge_add(segment, run, tld);   // (those it made resident again)
+      mi_segment_purge_add(segment, run, ptld);   // (those it made resident again)
       mi_segment_unlock(segment, locked);
       return false;
     }
@@ -1121,7 +1146,7 @@ static bool mi_segment_page_claim(mi_segment_t* segment, mi_page_t* page, size_t
   segment->used++;
   mi_stat_increase(&_mi_segments_tld_stats(tld), pages, 1);
   mi_assert_internal(segment->used <= segment->capacity);
-  if (!mi_segment_has_free(segment)) mi_segment_remove_from_free_queue(segment, tld);
+  if (!segment->shared && !mi_segment_has_free(segment)) mi_segment_remove_from_free_queue(segment, tld);
   return true;
 }
 
@@ -1167,13 +1192,17 @@ static void mi_segment_page_clear(mi_segment_t* segment, mi_page_t* page, mi_seg
   }
   segment->used--;
   segment->free_mask |= run;
-  mi_segment_purge_add(segment, run, tld);
+  mi_segment_purge_add(segment, run, (segment->shared ? NULL : tld));
   mi_segment_unlock(segment, locked);
 }
 
 void _mi_segment_page_free(mi_page_t* page, bool force, mi_segments_tld_t* tld) {
   mi_segment_t* segment = _mi_page_segment(page);
   mi_segments_purge_due(tld, false);
+  if (segment->shared) {
+    mi_shared_page_free(page, tld);
+    return;
+  }
   mi_segment_page_clear(segment, page, tld);
   if (segment->used == 0) {
     mi_segment_free(segment, force, tld);
@@ -1238,6 +1267,7 @@ static void mi_segment_abandon(mi_segment_t* segment, mi_segments_tld_t* tld) {
 void _mi_segment_page_abandon(mi_page_t* page, mi_segments_tld_t* tld) {
   mi_assert_internal(mi_page_heap(page) == NULL);
   mi_segment_t* segment = _mi_page_segment(page);
+  mi_assert_internal(!segment->shared);   // (_mi_page_abandon)
   mi_stat_increase(&_mi_segments_tld_stats(tld), pages_abandoned, 1);
   segment->abandoned++;
   mi_assert_internal(segment->abandoned <= segment->used);
@@ -1562,6 +1592,177 @@ void _mi_abandoned_reclaim_all(mi_heap_t* heap, mi_segments_tld_t* tld) {
 }
 
 // ---------------------------------------------------------------------------
+// Shared large segments
+//
+// Large pages (one block of 128 KiB - 2 MiB each, a run of 64 KiB slices)
+// come from large segments that no thread owns: any thread claims a run in
+// any of them, and the slices of a large page given back are free for every
+// thread at once (resident until their purge delay ends). Large segments of
+// their own left a thread's free runs where only that thread could use them:
+// a thread that ended left them to be purged, and the threads that followed
+// faulted in runs of their own (docs/design.md, "Shared large segments").
+// The slices of the shared segments change under one process-wide lock (a
+// large block is at least 128 KiB: the lock costs little against touching
+// it); the segments' own trim locks are taken inside it as in any segment.
+// A page in a shared segment belongs to the heap that holds it, like every
+// page: its heap's thread retires, frees and abandons it. The segment's
+// owner id is MI_THREAD_ID_SHARED, which no thread has, so every free of a
+// large block takes the generic path: a free into a page of the thread's
+// default heap is local, any other goes to the page's thread_free (or its
+// heap's delayed list) as a remote free, and a page abandoned by a thread
+// that ended (no heap) is given back by whoever frees its block. A signal
+// handler that interrupts the lock's holder: a large block it allocates
+// comes from the thread's own large segments (as before), a page it gives
+// back waits on a lock-free list for the lock's next holder.
+// ---------------------------------------------------------------------------
+
+static _Atomic(uintptr_t) mi_shared_lock;          // the holder's thread id, 0: free
+static mi_segment_t* mi_shared_first;             // the shared segments (links next/prev; under the lock)
+static _Atomic(uintptr_t) mi_shared_deferred;     // pages given back while their thread held the lock (links: page->next)
+static mi_decl_thread bool mi_shared_forking;     // this thread took the lock for a fork
+
+static void mi_shared_note_expire(int64_t expire) {
+  mi_atomic_expire_lower(&mi_shared_purge_next, expire);
+  _mi_purger_note();
+}
+
+// Take the lock; false if this thread holds it already (a signal handler
+// interrupted it there).
+static bool mi_shared_enter(void) {
+  const uintptr_t tid = _mi_thread_id();
+  if (mi_atomic_load_relaxed(&mi_shared_lock) == tid) return false;
+  uintptr_t expected = 0;
+  while (!mi_atomic_cas_weak_acq_rel(&mi_shared_lock, &expected, tid)) {
+    expected = 0;
+    mi_atomic_yield();
+  }
+  return true;
+}
+
+static void mi_shared_segment_free(mi_segment_t* segment, mi_stats_t* stats) {
+  mi_assert_internal(segment->used == 0 && segment->shared);
+  if (segment->prev != NULL) segment->prev->next = segment->next;
+  else mi_shared_first = segment->next;
+  if (segment->next != NULL) segment->next->prev = segment->prev;
+  segment->next = segment->prev = NULL;
+  mi_segment_purge_clear(segment, NULL);
+  mi_segment_os_free(segment, false, stats);
+}
+
+// Give a page's slices back (under the lock); an empty segment goes back to
+// its region (where it stays resident for the purge delay).
+static void mi_shared_page_clear(mi_page_t* page, mi_segments_tld_t* tld) {
+  mi_segment_t* const segment = _mi_page_segment(page);
+  mi_segment_page_clear(segment, page, tld);
+  if (segment->purge_expire != 0) mi_shared_note_expire(segment->purge_expire);
+  if (segment->used == 0) {
+    mi_shared_segment_free(segment, (tld != NULL ? &_mi_segments_tld_stats(tld) : NULL));
+  }
+}
+
+static void mi_shared_leave(void) {
+  // the pages a signal handler of ours gave back meanwhile
+  mi_page_t* page = (mi_page_t*)mi_atomic_exchange_acq_rel(&mi_shared_deferred, 0);
+  while (page != NULL) {
+    mi_page_t* const next = page->next;
+    page->next = NULL;
+    mi_shared_page_clear(page, NULL);
+    page = next;
+  }
+  mi_atomic_store_release(&mi_shared_lock, 0);
+}
+
+// A page of a shared segment is given back (by its heap's thread, or by
+// whoever frees the block of an abandoned page; `tld` NULL then).
+static void mi_shared_page_free(mi_page_t* page, mi_segments_tld_t* tld) {
+  if (!mi_shared_enter()) {
+    // a signal handler of the lock's holder: the holder gives it back when it leaves
+    uintptr_t head = mi_atomic_load_relaxed(&mi_shared_deferred);
+    do {
+      page->next = (mi_page_t*)head;
+    } while (!mi_atomic_cas_weak_acq_rel(&mi_shared_deferred, &head, (uintptr_t)page));
+    return;
+  }
+  mi_shared_page_clear(page, tld);
+  mi_shared_leave();
+}
+
+// The block of an abandoned page of a shared segment is freed: the page is
+// empty (a large page holds one block), and goes back.
+void _mi_segment_shared_free_abandoned(mi_page_t* page) {
+  mi_assert_internal(_mi_page_segment(page)->shared && mi_page_heap(page) == NULL);
+  mi_stat_decrease(NULL, pages_abandoned, 1);
+  mi_page_set_flag(page, MI_PAGE_HAS_ALIGNED | MI_PAGE_HAS_SAMPLED | MI_PAGE_IN_FULL, false);
+  page->used = 0;
+  mi_shared_page_free(page, NULL);
+}
+
+// Purge the due pages of the shared segments (all pending ones when forced).
+static void mi_shared_try_purge(int64_t now, bool force) {
+  const int64_t next = mi_atomic_load_relaxed(&mi_shared_purge_next);
+  if (next == 0 || (!force && now < next)) return;
+  if (!mi_shared_enter()) return;
+  int64_t expected = next;
+  mi_atomic_cas_strong_acq_rel(&mi_shared_purge_next, &expected, 0);   // (a later note lowers it again)
+  for (mi_segment_t* segment = mi_shared_first; segment != NULL; segment = segment->next) {
+    mi_segment_purge_due(segment, now, force);
+    if (segment->purge_expire != 0) mi_atomic_expire_lower(&mi_shared_purge_next, segment->purge_expire);
+  }
+  mi_shared_leave();
+}
+
+// A large page from the shared segments: the fitting run with the most
+// resident slices in any of them (the first fully resident one found), else
+// a run in a new shared segment. NULL and `*nested` when this thread holds
+// the lock already.
+static mi_page_t* mi_shared_page_alloc(size_t block_size, bool* nested, mi_segments_tld_t* tld) {
+  if (mi_atomic_load_relaxed(&mi_shared_purge_next) != 0) mi_shared_try_purge(_mi_prim_clock_now(), false);
+  *nested = !mi_shared_enter();
+  if (*nested) return NULL;
+  mi_segment_t* best = NULL;
+  size_t best_first = 0, best_resident = 0;
+  for (mi_segment_t* segment = mi_shared_first; segment != NULL; segment = segment->next) {
+    size_t first, resident;
+    if (!mi_segment_large_find_run_resident(segment, block_size, &first, &resident)) continue;
+    if (best == NULL || resident > best_resident) {
+      best = segment; best_first = first; best_resident = resident;
+      if (resident == mi_segment_run_slices(segment, first, block_size)) break;
+    }
+  }
+  if (best == NULL) {
+    best = mi_segment_alloc(0, MI_PAGE_LARGE, MI_SLICE_SHIFT, 0, 0, true, tld);
+    if (best == NULL || !mi_segment_large_find_run(best, block_size, &best_first)) {
+      if (best != NULL) mi_segment_os_free(best, false, &_mi_segments_tld_stats(tld));
+      mi_shared_leave();
+      return NULL;
+    }
+    best->prev = NULL;
+    best->next = mi_shared_first;
+    if (mi_shared_first != NULL) mi_shared_first->prev = best;
+    mi_shared_first = best;
+  }
+  mi_page_t* page = &best->pages[best_first];
+  if (!mi_segment_page_claim(best, page, mi_segment_run_slices(best, best_first, block_size), tld)) {
+    if (best->used == 0) mi_shared_segment_free(best, &_mi_segments_tld_stats(tld));
+    page = NULL;
+  }
+  mi_shared_leave();
+  return page;
+}
+
+// fork: no thread may be inside the lock while the process forks (the child
+// would have it held by a thread it does not have). A fork from a signal
+// handler of the holder does not wait for itself.
+void _mi_segments_fork_prepare(void) {
+  mi_shared_forking = mi_shared_enter();
+}
+
+void _mi_segments_fork_parent(void) {
+  if (mi_shared_forking) mi_atomic_store_release(&mi_shared_lock, 0);
+  mi_shared_forking = false;
+}
+
+// ---------------------------------------------------------------------------
 // Page allocation
 // ---------------------------------------------------------------------------
 
@@ -1574,7 +1775,7 @@ static mi_segment_t* mi_segment_reclaim_or_alloc(mi_heap_t* heap, size_t block_s
   if (reclaimed) return NULL;   // the caller's retry finds the page in its queue
   size_t first;
   if (segment != NULL && (page_kind == MI_PAGE_LARGE ? mi_segment_large_find_run(segment, block_size, &first) : mi_segment_has_free(segment))) return segment;
-  return mi_segment_alloc(0, page_kind, page_shift, 0, 0, tld);
+  return mi_segment_alloc(0, page_kind, page_shift, 0, 0, false, tld);
 }
 
 static mi_page_t* mi_segment_page_alloc(mi_heap_t* heap, size_t block_size, mi_page_kind_t kind,
@@ -1592,6 +1793,10 @@ static mi_page_t* mi_segment_page_alloc(mi_heap_t* heap, size_t block_size, mi_p
 // A large page: the lowest run that fits in the first of the thread's large
 // segments that has one, else in a reclaimed or fresh segment.
 static mi_page_t* mi_segment_large_page_alloc(mi_heap_t* heap, size_t block_size, mi_segments_tld_t* tld) {
+  bool nested;
+  mi_page_t* const shared = mi_shared_page_alloc(block_size, &nested, tld);
+  if (!nested) return shared;
+  // a signal handler of the shared lock's holder: the thread's own large segments
   size_t first = 0;
   mi_segment_t* segment = tld->large_free.first;
   while (segment != NULL && !mi_segment_large_find_run(segment, block_size, &first)) segment = segment->next;
@@ -1690,7 +1895,7 @@ static void mi_segment_huge_fresh_free(mi_segment_t* segment) {
 }
 
 static mi_page_t* mi_segment_huge_page_alloc(size_t size, size_t page_alignment, size_t align_offset, mi_segments_tld_t* tld) {
-  mi_segment_t* segment = mi_segment_alloc(size, MI_PAGE_HUGE, MI_SEGMENT_SHIFT, page_alignment, align_offset, tld);
+  mi_segment_t* segment = mi_segment_alloc(size, MI_PAGE_HUGE, MI_SEGMENT_SHIFT, page_alignment, align_offset, false, tld);
   if (segment == NULL) return NULL;
   mi_page_t* page = &segment->pages[0];
   if (!mi_segment_page_claim(segment, page, 1, tld)) {
@@ -1718,7 +1923,8 @@ mi_page_t* _mi_segment_page_alloc(mi_heap_t* heap, size_t block_size, size_t pag
   else {
     page = mi_segment_huge_page_alloc(block_size, 0, 0, tld);
   }
-  mi_assert_expensive(page == NULL || mi_segment_is_valid(_mi_page_segment(page), tld));
+  // (the pages of a shared segment change under other threads: not checked)
+  mi_assert_expensive(page == NULL || _mi_page_segment(page)->shared || mi_segment_is_valid(_mi_page_segment(page), tld));
   mi_segments_purge_due(tld, false);
   _mi_segments_try_purge();
   _mi_region_try_purge();
@@ -1735,7 +1941,10 @@ mi_page_t* _mi_segment_page_alloc(mi_heap_t* heap, size_t block_size, size_t pag
 // cached segments go back.
 void _mi_segments_collect(bool force, mi_segments_tld_t* tld) {
   mi_segments_purge_due(tld, force);
-  if (force && !tld->ending) mi_segments_try_purge_huge(INT64_MAX);   // every pending huge purge, now
+  if (force && !tld->ending) {   // every pending huge purge and shared page purge, now
+    mi_segments_try_purge_huge(INT64_MAX);
+    mi_shared_try_purge(INT64_MAX, true);
+  }
   _mi_segments_try_purge();
   if (force) mi_segment_cache_flush(tld);
 }
@@ -1965,7 +2174,7 @@ void _mi_segments_usage(mi_usage_t* usage) {
 static void mi_segment_fork_child(mi_segment_t* segment, void* arg) {
   (void)arg;
   const uintptr_t owner = mi_atomic_load_relaxed(&segment->thread_id);
-  if (owner == _mi_thread_id()) {
+  if (owner == _mi_thread_id() || owner == MI_THREAD_ID_SHARED) {
     for (size_t i = 0; i < segment->capacity; i++) {
       mi_page_t* page = &segment->pages[i];
       if (!mi_page_is_used_page(page)) continue;
@@ -1982,6 +2191,8 @@ static void mi_segment_fork_child(mi_segment_t* segment, void* arg) {
 }
 
 void _mi_segments_fork_child(void) {
+  mi_atomic_store_release(&mi_shared_lock, 0);   // (the forking thread took it, or held it in a signal handler)
+  mi_shared_forking = false;
   _mi_segment_map_fork_child();   // (a visit of a thread the child does not have holds nothing there)
   _mi_segment_map_visit(&mi_segment_fork_child, NULL);
 }
@@ -1991,6 +2202,7 @@ void _mi_segments_fork_child(void) {
 // ---------------------------------------------------------------------------
 
 void _mi_segment_set_owner(mi_segment_t* segment, uintptr_t owner) {
+  if (segment->shared) return;   // (its pages go with their heap)
   mi_atomic_store_release(&segment->thread_id, owner);
 }
 

@@ -2,12 +2,14 @@
   test-large.cpp -- API tests: large blocks (128 KiB - 2 MiB).
 
   Each large block is a page of its own: a run of 64 KiB slices of a 4 MiB
-  segment that blocks of every large size share (docs/design.md, "Large
-  blocks"). What a user relies on: blocks of different sizes do not each hold
-  a segment of their own, memory a freed block held serves the next one of
-  any size, and a pointer anywhere inside a large block (an aligned
-  allocation's, or one into its later slices) is known as that block's by
-  every call that takes one.
+  segment that blocks of every large size and every thread share
+  (docs/design.md, "Large blocks" and "Shared large segments"). What a user
+  relies on: blocks of different sizes do not each hold a segment of their
+  own, memory a freed block held serves the next one of any size and of any
+  thread (while it is still resident), a block whose thread ended goes back
+  when another thread frees it, and a pointer anywhere inside a large block
+  (an aligned allocation's, or one into its later slices) is known as that
+  block's by every call that takes one.
 -----------------------------------------------------------------------------*/
 #include <gtest/gtest.h>
 #include <mimalloc.h>
@@ -77,7 +79,7 @@ TEST(Large, AFreedBlocksSlicesServeBlocksOfOtherSizes) {
     void* b = opaque(mi_malloc(dyn(500 * KiB)));
     ASSERT_NE(a, nullptr);
     ASSERT_NE(b, nullptr);
-    // both are carved from the slices the 1 MiB block left (the lowest runs that fit)
+    // both are carved from the slices the 1 MiB block left (still resident: they come first)
     for (void* p : {a, b}) {
       const uintptr_t u = reinterpret_cast<uintptr_t>(p);
       EXPECT_EQ(segment_of(p), segment_of(big));
@@ -91,6 +93,49 @@ TEST(Large, AFreedBlocksSlicesServeBlocksOfOtherSizes) {
     mi_free(a);
     mi_free(b);
     mi_free(keep);
+  });
+}
+
+// Keeps freed memory resident while a test runs (restored when it ends).
+struct LongPurgeDelay {
+  long saved = mi_option_get(mi_option_reset_delay);
+  LongPurgeDelay() { mi_option_set(mi_option_reset_delay, 60000); }
+  ~LongPurgeDelay() { mi_option_set(mi_option_reset_delay, saved); }
+};
+
+TEST(Large, BlocksOfAThreadThatEndedGoBackWhenAnotherThreadFreesThem) {
+  LongPurgeDelay delay;
+  constexpr size_t n = 6, size = 700 * KiB;
+  std::vector<void*> blocks;
+  std::set<uintptr_t> theirs;
+  on_fresh_thread([&] {
+    for (size_t i = 0; i < n; i++) {
+      void* p = opaque(mi_malloc(dyn(size)));
+      fill_pattern(p, size, (uint8_t)i);
+      blocks.push_back(p);
+      theirs.insert(segment_of(p));
+    }
+  });
+  // the thread ended with its blocks in use: they are freed here
+  for (size_t i = 0; i < n; i++) {
+    EXPECT_TRUE(has_pattern(blocks[i], size, (uint8_t)i));
+    mi_free(blocks[i]);
+  }
+  on_fresh_thread([&] {
+    size_t inside = 0;
+    std::vector<void*> again;
+    for (size_t i = 0; i < n; i++) {
+      void* p = opaque(mi_malloc(dyn(size)));
+      ASSERT_NE(p, nullptr);
+      fill_pattern(p, size, (uint8_t)(i + 100));
+      if (theirs.count(segment_of(p)) != 0) inside++;
+      again.push_back(p);
+    }
+    EXPECT_GE(inside, n - 1) << "the freed blocks' slices serve the next thread";
+    for (size_t i = 0; i < n; i++) {
+      EXPECT_TRUE(has_pattern(again[i], size, (uint8_t)(i + 100)));
+      mi_free(again[i]);
+    }
   });
 }
 
