@@ -20,42 +20,21 @@
 // Allocation fast path
 // ---------------------------------------------------------------------------
 
-#if defined(MI_CHECKED_FAST_PATHS)
 static mi_decl_noinline void* mi_page_malloc_checked(mi_heap_t* heap, mi_page_t* page, size_t size);
-#endif
 
 // Pop a block from a page known to have free blocks; else take the slow path.
-// (`checked`: MI_CHECKED_FAST_PATHS' checked version; else a constant false.)
+// (`checked`: the checked version of builds with MI_CHECKED_FAST_PATHS; else
+// a constant false.)
 static mi_decl_forceinline void* mi_page_malloc_take(mi_heap_t* heap, mi_page_t* page, size_t size, bool checked) {
-  (void)checked;
   mi_block_t* const block = page->free;
   if (mi_unlikely(block == NULL)) {
     return _mi_malloc_generic(heap, size);
   }
-  #if defined(MI_TRAILER_LINK)
-  // the trailer holds the link now, and the block's state from here on
-  uint8_t* const trailer = mi_block_trailer(page, block);
-  const uint64_t key = mi_trailer_key(page, block);
-  page->free = mi_block_next_at(page, block, trailer, key);
-  #else
-  uint8_t* const trailer = NULL;   // (found by mi_block_on_alloc where it needs it)
-  const uint64_t key = 0;
-  #if defined(MI_CHECKED_FAST_PATHS)
-  if (checked) {
-    page->free = mi_block_next(page, block);   // (reports a damaged link)
+  uint8_t* trailer;
+  uint64_t key;
+  if (mi_unlikely(!mi_page_pop(page, block, checked, &trailer, &key))) {   // (checked builds: secure.h)
+    return mi_page_malloc_checked(heap, page, size);
   }
-  else {
-    // a damaged link, or a huge page (whose size is a call away): the checked version
-    mi_block_t* const next = mi_block_nextx(page, block, page->keys);
-    if (mi_unlikely((next != NULL && !mi_is_in_same_page(block, next)) || page->xblock_size >= MI_HUGE_BLOCK_SIZE)) {
-      return mi_page_malloc_checked(heap, page, size);
-    }
-    page->free = next;
-  }
-  #else
-  page->free = mi_block_next(page, block);
-  #endif
-  #endif
   page->used++;
   mi_block_on_alloc(heap, page, block, size, trailer, key);   // (checked builds; nothing in release)
   #if (MI_STAT > 1)
@@ -76,11 +55,9 @@ static mi_decl_forceinline void* mi_page_malloc_take(mi_heap_t* heap, mi_page_t*
   return block;
 }
 
-#if defined(MI_CHECKED_FAST_PATHS)
 static mi_decl_noinline void* mi_page_malloc_checked(mi_heap_t* heap, mi_page_t* page, size_t size) {
   return mi_page_malloc_take(heap, page, size, true);
 }
-#endif
 
 void* _mi_page_malloc(mi_heap_t* heap, mi_page_t* page, size_t size) mi_attr_noexcept {
   return mi_page_malloc_take(heap, page, size, false);

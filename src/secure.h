@@ -210,4 +210,34 @@ static inline bool mi_trailer_fill_intact(const mi_block_t* block, size_t usable
 }
 #endif
 
+// The allocation fast path takes `block`, the first of `page`'s free list,
+// off the list here. False: the unchecked fast path of a checked build
+// (MI_CHECKED_FAST_PATHS, `checked` false) found a link to look at closer, or
+// a huge page (whose size is a call away); nothing is taken, and the caller
+// goes to its checked version (`checked` true: a damaged link is reported and
+// the list cut). `*trailer` and `*key`: the block's trailer and its key where
+// the link is kept in the trailer (MI_TRAILER_LINK), else NULL and 0. A
+// release build: the plain pop.
+static mi_decl_forceinline bool mi_page_pop(mi_page_t* page, mi_block_t* block, bool checked, uint8_t** trailer, uint64_t* key) {
+  (void)checked;
+  #if defined(MI_TRAILER_LINK)
+  *trailer = mi_block_trailer(page, block);
+  *key = mi_trailer_key(page, block);
+  page->free = mi_block_next_at(page, block, *trailer, *key);
+  #else
+  *trailer = NULL;   // (found by mi_block_on_alloc where it needs it)
+  *key = 0;
+  #if defined(MI_CHECKED_FAST_PATHS)
+  if (!checked) {
+    mi_block_t* const next = mi_block_nextx(page, block, page->keys);
+    if (mi_unlikely((next != NULL && !mi_is_in_same_page(block, next)) || page->xblock_size >= MI_HUGE_BLOCK_SIZE)) return false;
+    page->free = next;
+    return true;
+  }
+  #endif
+  page->free = mi_block_next(page, block);
+  #endif
+  return true;
+}
+
 #endif
