@@ -2114,14 +2114,20 @@ static mi_decl_no_tsan void mi_segment_usage_visit(mi_segment_t* segment, void* 
       }
       continue;
     }
-    if (mi_page_is_continuation(page)) continue;
+    // (under ThreadSanitizer the atomic fields are read plainly: an atomic
+    // read would still be instrumented, and it races with the owner's memset
+    // of a descriptor it clears, a plain write)
+    #if defined(MI_TSAN)
+    const uint8_t flags = *(const volatile uint8_t*)&page->xflags;
+    #else
+    const uint8_t flags = mi_page_flags(page);
+    #endif
+    if ((flags & MI_PAGE_CONTINUATION) != 0) continue;
     const size_t bsize = page->xblock_size;
     const size_t reserved = page->reserved;
     size_t live = page->used;
     #if MI_TF_COUNTED
     #if defined(MI_TSAN)
-    // (a plain read: an atomic one would still be instrumented, and it races
-    // with the owner's memset of a descriptor it clears, a plain write)
     const uintptr_t tf = *(const volatile uintptr_t*)&page->xthread_free;
     #else
     const uintptr_t tf = mi_atomic_load_relaxed(&((mi_page_t*)page)->xthread_free);

@@ -430,15 +430,31 @@ TEST(Secure, ReusedBlocksAreZeroForCalloc) {
   mi_heap_destroy(heap);
 }
 
-TEST(Secure, FreshBlocksComeInRandomOrder) {
-  REQUIRE_SECURE(ON);
+// The steps between consecutive fresh blocks of one page (of 32 bytes each),
+// in allocation order, from a new heap.
+static std::vector<intptr_t> fresh_steps(size_t n) {
   mi_heap_t* heap = mi_heap_new();
   std::vector<uintptr_t> addrs;
-  for (int i = 0; i < 64; i++) addrs.push_back((uintptr_t)mi_heap_malloc(heap, dyn(32)));
-  int ascending = 0;
-  for (size_t i = 1; i < addrs.size(); i++) ascending += (addrs[i] > addrs[i - 1]);
-  EXPECT_LT(ascending, 56) << "64 fresh blocks nearly in address order";
+  for (size_t i = 0; i < n; i++) addrs.push_back((uintptr_t)mi_heap_malloc(heap, dyn(32)));
+  std::vector<intptr_t> steps;
+  for (size_t i = 1; i < n; i++) {
+    if (addrs[i] / (64 * 1024) == addrs[i - 1] / (64 * 1024)) steps.push_back((intptr_t)(addrs[i] - addrs[i - 1]));
+  }
   mi_heap_destroy(heap);
+  return steps;
+}
+
+TEST(Secure, FreshBlocksComeInRandomOrder) {
+  REQUIRE_SECURE(ON);
+  const std::vector<intptr_t> a = fresh_steps(1024), b = fresh_steps(1024);
+  size_t back = 0, neighbours = 0;
+  for (intptr_t step : a) {
+    back += (step < 0);
+    neighbours += (step == 32 || step == -32);
+  }
+  EXPECT_GE(back, a.size() / 64) << "fresh blocks in address order";
+  EXPECT_LT(neighbours, a.size() / 16) << "consecutive fresh blocks are neighbours";
+  EXPECT_NE(a, b) << "two heaps hand out their fresh blocks in the same order";
 }
 
 TEST(Secure, AFreshBlockHoldsNoLink) {
