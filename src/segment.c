@@ -1943,7 +1943,7 @@ void _mi_segments_collect(bool force, mi_segments_tld_t* tld) {
   mi_segments_purge_due(tld, force);
   if (force && !tld->ending) {   // every pending huge purge and shared page purge, now
     mi_segments_try_purge_huge(INT64_MAX);
-    mi_shared_try_purge(INT64_MAX, true);
+    mi_shared_try_purge(_mi_prim_clock_now(), true);
   }
   _mi_segments_try_purge();
   if (force) mi_segment_cache_flush(tld);
