@@ -105,9 +105,11 @@ static mi_decl_noinline void mi_free_unit_aligned(void* p) mi_attr_noexcept {
 }
 
 // The owner's free emptied the page (a tail call from mi_free's fast path).
+// (No free starts the background purge thread: glibc frees thread-local
+// storage with its stack-cache lock held, and a pthread_create there waits
+// for that lock forever. Allocations and collections start it: page.c.)
 static mi_decl_noinline void mi_free_page_emptied(mi_page_t* page) mi_attr_noexcept {
   _mi_page_retire(page);
-  _mi_purger_poll();
 }
 
 // Is `heap` one of this thread's heaps? (A page's heap is compared, never
@@ -142,7 +144,6 @@ static mi_decl_noinline void mi_free_generic(mi_segment_t* segment, mi_page_t* p
   if (mi_unlikely(mi_page_has_sampled(page))) _mi_prof_free(page, block);   // before the block can be reused
   if (mi_likely(local)) mi_free_block_local(page, block);
   else mi_free_remote(segment, page, block, owner);
-  _mi_purger_poll();
 }
 
 // A pointer whose segment unit holds no segment of ours: report, free nothing.

@@ -713,5 +713,6 @@ void* _mi_malloc_generic(mi_heap_t* heap, size_t size) mi_attr_noexcept {
   }
   mi_assert_internal(mi_page_immediate_available(page));
   mi_assert_internal(mi_page_block_size(page) >= size);
+  _mi_purger_poll();   // (a safe point: the background purge thread starts here when wanted, never in a free)
   return _mi_page_malloc(heap, page, size);
 }

@@ -15,11 +15,15 @@
     that counts its threads). A single-threaded program's memory goes back
     on its own allocator calls (every segment allocation and free runs the
     due purges). background_purge=2 ("always") starts it in any process;
-  - started lazily: the first note of a pending purge asks for it, and it is
-    created at the next *safe point* (the end of a free that gave a page back,
-    or of a collection), because creating a thread may call malloc (glibc
-    allocates the thread's TLS vector) and must not do so in the middle of an
-    allocator operation;
+  - started when the program has the threads it needs (its second thread
+    with a heap, by default) or, when it ends, at the next pending purge; it
+    is created at the next *safe point*, the end of an allocation's slow path
+    or of a collection: creating a thread may call malloc (glibc allocates
+    the thread's TLS vector), so not in the middle of an allocator operation,
+    and never in a free: glibc frees thread-local storage with its stack-cache
+    lock held (pthread_join, a detached thread's exit), and a pthread_create
+    there waits for that lock forever (seen in the soak test). So frees only
+    note; the thread already runs while they could need it;
   - it sleeps until the earliest pending expiry; with nothing pending it waits
     on the OS event (prim.h) without a time limit, and a note wakes it (a note
     costs one fence and one load while the thread is busy or not started);
@@ -167,8 +171,8 @@ void _mi_purger_threads_changed(void) {
   if (state == MI_PURGER_RUNNING) {
     if (_mi_thread_live_count() < mi_purger_min_threads()) _mi_prim_event_signal();
   }
-  else if (state == MI_PURGER_NONE && mi_purger_next_due() != 0) {
-    _mi_purger_note();
+  else if (state == MI_PURGER_NONE) {
+    _mi_purger_note();   // (when allowed: started at the new thread's first allocation)
   }
 }
 
