@@ -698,8 +698,13 @@ static inline uintptr_t mi_ptr_encode(const void* null, const void* p, const uin
   return mi_rotl(x ^ keys[1], keys[0]) + keys[0];
 }
 
+// A link decoded, the sentinel `null` not yet told from a block.
+static inline uintptr_t mi_ptr_decode_raw(uintptr_t x, const uintptr_t* keys) {
+  return (mi_rotr(x - keys[0], keys[0]) ^ keys[1]);
+}
+
 static inline void* mi_ptr_decode(const void* null, uintptr_t x, const uintptr_t* keys) {
-  void* p = (void*)(mi_rotr(x - keys[0], keys[0]) ^ keys[1]);
+  void* p = (void*)mi_ptr_decode_raw(x, keys);
   return (p == null ? NULL : p);
 }
 

@@ -44,14 +44,16 @@ static inline bool mi_page_zeroes_on_free(const mi_page_t* page) {
 #define MI_TRAILER_ARRAY  ((uint64_t)0x200u)   // live, and allocated by C++ new[]
 #define MI_TRAILER_PATTERN (0x0101010101010101ULL * MI_DEBUG_PADDING)
 
-// The key's top bit is always set: a state's is clear (its high half, a
+// The key: the block's address xor one page key, times the other made odd (a
+// bijection of the address: two instructions where the link encoding's
+// rotate-and-add takes six). Its top bit is always set: a state's is clear (its high half, a
 // link or the slack after the user data, is below 2 GiB), so the stored
 // word's last byte is 0x80 or more, and a write of a NUL or ASCII byte over
 // it (a one-byte underflow of the block above, a string's terminator) always
 // reads as damage; any other byte does but for 1 in 128 (with a random top
 // byte 1 in 256 went unnoticed: misuse case underflow-1, 1 run in ~600).
 static inline uint64_t mi_trailer_key(const mi_page_t* page, const mi_block_t* block) {
-  return ((uint64_t)(mi_rotl((uintptr_t)block ^ page->keys[1], page->keys[0]) + page->keys[0]) | ((uint64_t)1 << 63));
+  return ((uint64_t)(((uintptr_t)block ^ page->keys[1]) * (page->keys[0] | 1)) | ((uint64_t)1 << 63));
 }
 static inline uint8_t* mi_trailer_of(const mi_block_t* block, size_t usable) {
   return ((uint8_t*)block + usable);
@@ -173,6 +175,11 @@ static inline void mi_trailer_set_free(const mi_page_t* page, mi_block_t* block,
 static inline void mi_trailer_set_live_at(uint8_t* end, uint64_t key, size_t delta) {
   #if (MI_DEBUG > 0)
   _mi_memset(end - delta, MI_DEBUG_PADDING, delta);   // debug builds: all of the fill
+  #elif !MI_CHECK_NEIGHBOURS
+  // one unaligned store of the first min(delta, 8) fill bytes; what it
+  // writes past them is the trailer's place, stored next (without neighbour
+  // checks no other thread reads the trailer of a block being handed out)
+  mi_store8(end - delta, MI_TRAILER_PATTERN);
   #else
   if (delta >= 8) {
     mi_store8(end - delta, MI_TRAILER_PATTERN);   // the first 8 fill bytes
@@ -229,9 +236,12 @@ static mi_decl_forceinline bool mi_page_pop(mi_page_t* page, mi_block_t* block, 
   *key = 0;
   #if defined(MI_CHECKED_FAST_PATHS)
   if (!checked) {
-    mi_block_t* const next = mi_block_nextx(page, block, page->keys);
-    if (mi_unlikely((next != NULL && !mi_is_in_same_page(block, next)) || page->xblock_size >= MI_HUGE_BLOCK_SIZE)) return false;
-    page->free = next;
+    // the link decoded, with the page's address for "none" (in the segment
+    // header): anything outside the block's segment goes to the checked
+    // version, which checks for the same page
+    const uintptr_t next = mi_ptr_decode_raw(block->next, page->keys);
+    if (mi_unlikely(((next ^ (uintptr_t)block) >> MI_SEGMENT_SHIFT) != 0 || page->xblock_size >= MI_HUGE_BLOCK_SIZE)) return false;
+    page->free = (next == (uintptr_t)page ? NULL : (mi_block_t*)next);
     return true;
   }
   #endif
