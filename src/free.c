@@ -3,7 +3,8 @@
 
   mi_free masks the pointer to its segment. The fast path: the segment is
   this thread's and the page's flags byte is zero (not full, no aligned or
-  sampled blocks, not a later slice of a large block): push the block on the
+  sampled blocks, not a later slice of a large block; checked builds: not a
+  page of blocks their fast path cannot check): push the block on the
   page's local_free; the page is retired when its last block comes back.
   Everything else goes to one out-of-line mi_free_generic:
   - a pointer at offset 0 of a segment unit: NULL, or a big-alignment block

@@ -358,6 +358,7 @@ typedef uintptr_t mi_thread_free_t;   // block pointer | delayed state
 #define MI_PAGE_HAS_ALIGNED  (0x02)   // some block was handed out as an aligned interior pointer
 #define MI_PAGE_HAS_SAMPLED  (0x04)   // some block is tracked by the heap profiler (prof.c): its free must tell it
 #define MI_PAGE_CONTINUATION (0x08)   // a slice of a large page after its first (its `capacity`: the distance back to the first)
+#define MI_PAGE_CHECK_SLOW   (0x10)   // checked fast paths (MI_CHECKED_FAST_PATHS): blocks that path cannot check (huge, or no room for a trailer)
 typedef _Atomic(uint8_t) mi_page_flags_t;
 
 // ------------------------------------------------------
@@ -384,7 +385,7 @@ typedef struct mi_page_s {
   uint8_t  has_front_canary:1;  // (trailer builds) the word before the first block is a canary
   uint16_t capacity;            // blocks threaded into free lists at least once
   uint16_t reserved;            // blocks that fit in the page area
-  mi_page_flags_t xflags;       // MI_PAGE_IN_FULL | MI_PAGE_HAS_ALIGNED | MI_PAGE_HAS_SAMPLED
+  mi_page_flags_t xflags;       // MI_PAGE_IN_FULL | MI_PAGE_HAS_ALIGNED | MI_PAGE_HAS_SAMPLED | MI_PAGE_CONTINUATION | MI_PAGE_CHECK_SLOW
   uint8_t  is_zero:1;           // blocks on `free` are zero except their link word
   uint8_t  retire_expire:7;     // retire countdown (0 = not retired)
 

@@ -520,6 +520,10 @@ static void mi_page_init(mi_heap_t* heap, mi_page_t* page, size_t block_size) {
   #endif
   const size_t bsize = (sentinel ? page_size : block_size);
   page->reserved = (uint16_t)(page_size / bsize);
+  #if defined(MI_CHECKED_FAST_PATHS)
+  // (the free fast path then checks neither: such a page's frees take the generic path)
+  if (sentinel || bsize < MI_PADDING_SIZE + sizeof(mi_block_t)) mi_page_set_flag(page, MI_PAGE_CHECK_SLOW, true);
+  #endif
   // not in the full queue yet; no block of the page exists yet, so nobody
   // else can touch the word: a plain store
   mi_atomic_store_release(&page->xthread_free, (mi_thread_free_t)mi_page_delayed_state(page, false));

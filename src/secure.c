@@ -531,10 +531,11 @@ static inline bool mi_free_ptr_check(const mi_page_t* page, const void* p) {
 // leave this path: no registers to save on the way in.)
 static inline bool mi_free_fast_checked(const mi_page_t* page, mi_block_t* block) {
   if (mi_unlikely(!mi_free_ptr_in_range(page, block))) return false;
+  // (huge blocks, whose size is a call away, and 8-byte blocks, with no room
+  // for checks, never come here: their pages are MI_PAGE_CHECK_SLOW)
   const size_t bsize = page->xblock_size;
-  if (mi_unlikely(bsize >= MI_HUGE_BLOCK_SIZE)) return false;   // (its size is a call away)
+  mi_assert_internal(bsize < MI_HUGE_BLOCK_SIZE && bsize >= MI_PADDING_SIZE + sizeof(mi_block_t));
   const size_t usable = bsize - MI_PADDING_SIZE;
-  if (mi_unlikely(usable < sizeof(mi_block_t))) return true;   // 8-byte blocks: no room for checks
   uint8_t* const trailer = mi_trailer_of(block, usable);
   const uint64_t key = mi_trailer_key(page, block);
   const uint64_t state = mi_trailer_load(trailer) ^ key;
