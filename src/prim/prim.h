@@ -147,6 +147,13 @@ void _mi_prim_event_wait(int64_t msecs);
 void _mi_prim_event_signal(void);
 void _mi_prim_event_reset(void);
 
+// Sleep while the 32-bit word at `addr` still reads `expected` (it may return
+// early: callers look again), and wake every sleeper on `addr`. Neither
+// allocates or takes a lock (async-signal-safe). Linux: a futex; other
+// systems: a yield.
+void _mi_prim_word_wait(const uint32_t* addr, uint32_t expected);
+void _mi_prim_word_wake(const uint32_t* addr);
+
 // Write `size` bytes to the file `path`: created or truncated, or appended to
 // with `append`. Returns 0 or an errno value.
 int _mi_prim_file_write(const char* path, const void* data, size_t size, bool append);

@@ -464,6 +464,29 @@ void _mi_prim_event_reset(void) {
 }
 #endif
 
+#if defined(__linux__)
+void _mi_prim_word_wait(const uint32_t* addr, uint32_t expected) {
+  const int saved = errno;
+  syscall(SYS_futex, addr, FUTEX_WAIT | FUTEX_PRIVATE_FLAG, expected, NULL, NULL, 0);
+  errno = saved;
+}
+
+void _mi_prim_word_wake(const uint32_t* addr) {
+  const int saved = errno;
+  syscall(SYS_futex, addr, FUTEX_WAKE | FUTEX_PRIVATE_FLAG, INT32_MAX, NULL, NULL, 0);
+  errno = saved;
+}
+#else
+void _mi_prim_word_wait(const uint32_t* addr, uint32_t expected) {
+  (void)addr; (void)expected;
+  sched_yield();
+}
+
+void _mi_prim_word_wake(const uint32_t* addr) {
+  (void)addr;
+}
+#endif
+
 void _mi_prim_sleep(int64_t msecs) {
   struct timespec ts = { (time_t)(msecs / 1000), (long)(msecs % 1000) * 1000000L };
   while (nanosleep(&ts, &ts) != 0 && errno == EINTR) { /* the rest */ }

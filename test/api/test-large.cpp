@@ -14,6 +14,7 @@
 #include <gtest/gtest.h>
 #include <mimalloc.h>
 
+#include <atomic>
 #include <cstdint>
 #include <cstring>
 #include <set>
@@ -137,6 +138,57 @@ TEST(Large, BlocksOfAThreadThatEndedGoBackWhenAnotherThreadFreesThem) {
       mi_free(again[i]);
     }
   });
+}
+
+// Large blocks change hands under one process-wide lock whose waiters sleep
+// once they have yielded a few times: many threads allocating and freeing
+// large blocks at once (more threads than cores, blocks passed on to be freed
+// by other threads) each get blocks of their own, and none waits forever.
+TEST(Large, ManyThreadsAllocatingAtOnceEachGetBlocksOfTheirOwn) {
+  constexpr size_t threads = 8, rounds = 1500, slots = 16;
+  std::atomic<uintptr_t> passed[slots];
+  for (auto& s : passed) s.store(0);
+  std::atomic<size_t> failed{0}, bad{0};
+  // a block holds its size in its first word, and its address and size in
+  // its middle and last words
+  auto mark = [](uint8_t* p, size_t size) {
+    const uint64_t w = (uint64_t)(uintptr_t)p ^ size;
+    std::memcpy(p, &size, 8);
+    std::memcpy(p + (size / 2 & ~(size_t)7), &w, 8);
+    std::memcpy(p + size - 8, &w, 8);
+  };
+  auto check_free = [&](uint8_t* p) {
+    size_t size;
+    std::memcpy(&size, p, 8);
+    const uint64_t w = (uint64_t)(uintptr_t)p ^ size;
+    uint64_t mid, last;
+    std::memcpy(&mid, p + (size / 2 & ~(size_t)7), 8);
+    std::memcpy(&last, p + size - 8, 8);
+    if (mid != w || last != w) bad++;
+    mi_free(p);
+  };
+  std::vector<std::thread> ts;
+  for (size_t t = 0; t < threads; t++) {
+    ts.emplace_back([&, t] {
+      uint64_t r = 0x9E3779B97F4A7C15ull * (t + 1);
+      for (size_t i = 0; i < rounds; i++) {
+        r ^= r << 13; r ^= r >> 7; r ^= r << 17;
+        const size_t size = (128 + (size_t)(r % 1900)) * KiB;   // 128 KiB - 2 MiB
+        uint8_t* p = (uint8_t*)opaque(mi_malloc(dyn(size)));
+        if (p == nullptr) { failed++; continue; }
+        mark(p, size);
+        // pass it on; free what another thread passed on
+        const uintptr_t old = passed[(size_t)(r >> 40) % slots].exchange((uintptr_t)p);
+        if (old != 0) check_free((uint8_t*)old);
+      }
+    });
+  }
+  for (auto& th : ts) th.join();
+  for (auto& s : passed) {
+    if (s.load() != 0) check_free((uint8_t*)s.load());
+  }
+  EXPECT_EQ(failed.load(), 0u);
+  EXPECT_EQ(bad.load(), 0u) << "a block was handed out while another held it";
 }
 
 TEST(Large, PointersIntoLaterSlicesBelongToTheirBlock) {
