@@ -460,7 +460,7 @@ typedef struct mi_segment_s {
   uint8_t    page_kind;         // a mi_page_kind_t
   uint8_t    page_shift;        // log2 of the page size (16, 19 or 22)
   size_t     huge_purged;       // huge: bytes of its block purged while in use (another thread freed it), counted in `reset` until the segment goes; set by the thread that purges, before the owner may free the segment
-  uint64_t   guard_mask;        // MI_SECURE_PAGE_GUARDS, small/medium: pages whose end guard is installed (bit i: pages[i])
+  _Atomic(uint64_t) guard_mask; // MI_SECURE_PAGE_GUARDS: pages (slices) whose end guard is installed (bit i: pages[i]); atomic and/or: a shared segment's runs set theirs outside its lock
 
   struct mi_segment_s* next;    // free-segment queue links (owner only)
   struct mi_segment_s* prev;

@@ -303,7 +303,7 @@ static void mi_segment_guards(mi_segment_t* segment, bool on) {
   }
   else {
     _mi_os_unprotect(segment, segment->segment_size);
-    segment->guard_mask = 0;
+    mi_atomic_store_relaxed(&segment->guard_mask, 0);
   }
   segment->guarded = on;
   #else
@@ -321,22 +321,22 @@ static void mi_segment_run_guard(mi_segment_t* segment, size_t first, size_t n) 
   const size_t guard = mi_segment_guard_size();
   for (size_t i = first; i + 1 < first + n; i++) {
     const uint64_t bit = (uint64_t)1 << i;
-    if ((segment->guard_mask & bit) == 0) continue;
+    if ((mi_atomic_load_relaxed(&segment->guard_mask) & bit) == 0) continue;
     size_t psize;
     uint8_t* start = _mi_segment_page_start(segment, &segment->pages[i], 0, &psize, NULL);
     _mi_os_unprotect(start + psize, guard);
     _mi_memzero(start + psize, guard);   // (it kept what an earlier block wrote there: the slices may count as zero)
-    segment->guard_mask &= ~bit;
+    mi_atomic_and_acq_rel(&segment->guard_mask, ~bit);
   }
   const size_t last = first + n - 1;
   const uint64_t bit = (uint64_t)1 << last;
-  if ((segment->guard_mask & bit) != 0) return;
+  if ((mi_atomic_load_relaxed(&segment->guard_mask) & bit) != 0) return;
   if (last + 1 < segment->capacity) {   // (the last one came with the segment)
     size_t psize;
     uint8_t* start = _mi_segment_page_start(segment, &segment->pages[last], 0, &psize, NULL);
     _mi_os_protect(start + psize, guard);
   }
-  segment->guard_mask |= bit;
+  mi_atomic_or_acq_rel(&segment->guard_mask, bit);
   #else
   (void)segment; (void)first; (void)n;
   #endif
@@ -856,10 +856,11 @@ static void mi_segment_cache_flush(mi_segments_tld_t* tld) {
 
 static uint64_t mi_segment_guard_word(const mi_segment_t* segment) {
   if (!segment->guarded) return 0;
+  const uint64_t mask = mi_atomic_load_relaxed(&segment->guard_mask);
   switch (segment->page_kind) {
-    case MI_PAGE_SMALL:  return MI_GUARD_WORD_SMALL | (segment->guard_mask & (MI_GUARD_WORD_SMALL - 1));
-    case MI_PAGE_MEDIUM: return MI_GUARD_WORD_MEDIUM | (segment->guard_mask & ((1u << (MI_MEDIUM_PAGES_PER_SEGMENT - 1)) - 1));
-    case MI_PAGE_LARGE:  return ((segment->guard_mask & ~(MI_GUARD_WORD_LARGE - 1) & ~MI_GUARD_WORD_SMALL) != 0 ? 0 : MI_GUARD_WORD_LARGE | (segment->guard_mask & (MI_GUARD_WORD_LARGE - 1)));
+    case MI_PAGE_SMALL:  return MI_GUARD_WORD_SMALL | (mask & (MI_GUARD_WORD_SMALL - 1));
+    case MI_PAGE_MEDIUM: return MI_GUARD_WORD_MEDIUM | (mask & ((1u << (MI_MEDIUM_PAGES_PER_SEGMENT - 1)) - 1));
+    case MI_PAGE_LARGE:  return ((mask & ~(MI_GUARD_WORD_LARGE - 1) & ~MI_GUARD_WORD_SMALL) != 0 ? 0 : MI_GUARD_WORD_LARGE | (mask & (MI_GUARD_WORD_LARGE - 1)));
     default:             return 0;   // (huge segments span other sizes: they leave none)
   }
 }
@@ -953,7 +954,7 @@ static mi_segment_t* mi_segment_init(const mi_segment_mem_t* mem, mi_page_kind_t
                                      size_t segment_size, size_t info_size, uint8_t* aligned_block, bool shared, mi_segments_tld_t* tld) {
   mi_segment_t* segment = (mi_segment_t*)mem->start;
   if (!mem->zero) memset((void*)segment, 0, info_size - mi_segment_guard_size());
-  segment->guard_mask = mem->guard_mask;
+  mi_atomic_store_relaxed(&segment->guard_mask, mem->guard_mask);
   segment->memid = mem->memid;
   segment->mem_size = mem->size;
   segment->mem_is_pinned = mem->pinned;
@@ -1131,7 +1132,7 @@ static bool mi_segment_page_claim(mi_segment_t* segment, mi_page_t* page, size_t
     }
     zero = zero && slice->is_zero_init;
   }
-  mi_segment_run_guard(segment, first, n);
+  if (!segment->shared) mi_segment_run_guard(segment, first, n);   // (a shared segment's run: by the claimer, outside the shared lock)
   for (size_t i = first + 1; i < first + n; i++) {
     mi_page_t* slice = &segment->pages[i];
     slice->segment_in_use = true;
@@ -1767,11 +1768,17 @@ static mi_page_t* mi_shared_page_alloc(size_t block_size, bool* nested, mi_segme
     mi_shared_first = best;
   }
   mi_page_t* page = &best->pages[best_first];
-  if (!mi_segment_page_claim(best, page, mi_segment_run_slices(best, best_first, block_size), tld)) {
+  const size_t n = mi_segment_run_slices(best, best_first, block_size);
+  if (!mi_segment_page_claim(best, page, n, tld)) {
     if (best->used == 0) mi_shared_segment_free(best, &_mi_segments_tld_stats(tld));
     page = NULL;
   }
   mi_shared_leave();
+  // the run's guard pages (secure builds): system calls on the run's own
+  // memory, so not under the lock (the guard bits of other runs of the
+  // segment change meanwhile: atomic and/or; nobody frees the segment while
+  // it holds this page)
+  if (page != NULL) mi_segment_run_guard(best, best_first, n);
   return page;
 }
 

@@ -151,8 +151,29 @@ int _mi_prim_purge(void* addr, size_t size) {
   return unix_result(r != 0, saved);
 }
 
+// Guard pages: Linux 6.13 and later install them as markers in the page
+// table (madvise MADV_GUARD_INSTALL / MADV_GUARD_REMOVE): no split of the
+// mapping, no exclusive lock on the address space, where mprotect does both
+// (under threads that come and go, the secure profile's guards made mprotect
+// the largest system cost). A purge (MADV_DONTNEED) keeps the markers, as it
+// keeps an mprotect's protection. Older kernels say EINVAL: mprotect then.
+#if defined(__linux__)
+#if !defined(MADV_GUARD_INSTALL)
+#define MADV_GUARD_INSTALL  102
+#define MADV_GUARD_REMOVE   103
+#endif
+static int unix_guard_markers = 1;   // 1: try them, 0: not supported here
+#endif
+
 int _mi_prim_protect(void* addr, size_t size, bool protect) {
   const int saved = errno;
+  #if defined(__linux__)
+  if (__atomic_load_n(&unix_guard_markers, __ATOMIC_RELAXED) != 0) {
+    if (madvise(addr, size, protect ? MADV_GUARD_INSTALL : MADV_GUARD_REMOVE) == 0) return 0;
+    if (errno != EINVAL) return unix_result(true, saved);
+    __atomic_store_n(&unix_guard_markers, 0, __ATOMIC_RELAXED);
+  }
+  #endif
   return unix_result(mprotect(addr, size, protect ? PROT_NONE : (PROT_READ | PROT_WRITE)) == -1, saved);
 }
 
