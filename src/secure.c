@@ -104,12 +104,13 @@ static inline size_t mi_block_zero_check(mi_heap_t* heap, const mi_block_t* bloc
 // other block first (from a random parity), then the others. Consecutive
 // allocations inside a run are two blocks apart, so an overflow out of a
 // block lands on one allocated later, not on the one allocated just before,
-// and the list jumps to a random run every 32 blocks. (Until this version
+// and the list jumps to a random run every 64 blocks. (Until 2026-11-26
 // the list jumped between 64 slices at random at every block: Python with
-// every object through malloc ran 2.1x the release build's time, now 1.3x;
-// docs/secure.md.)
+// every object through malloc ran 2.1x the release build's time; with runs
+// of 32 blocks 1.23x, of 64 1.09x, of 128 1.10x: docs/secure.md. An
+// extension of 4 KiB of blocks of 64 bytes or more is one run.)
 #if !defined(MI_SHUFFLE_RUN)
-#define MI_SHUFFLE_RUN       (32)    // blocks a run (measuring: -DMI_SHUFFLE_RUN=n)
+#define MI_SHUFFLE_RUN       (64)    // blocks a run (measuring: -DMI_SHUFFLE_RUN=n)
 #endif
 #define MI_SHUFFLE_RUNS_MAX  (64)
 static void mi_page_free_list_extend_random(mi_page_t* page, size_t bsize, size_t extend) {
