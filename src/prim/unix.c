@@ -156,8 +156,10 @@ int _mi_prim_purge(void* addr, size_t size) {
 // mapping, no exclusive lock on the address space, where mprotect does both
 // (under threads that come and go, the secure profile's guards made mprotect
 // the largest system cost). A purge (MADV_DONTNEED) keeps the markers, as it
-// keeps an mprotect's protection. Older kernels say EINVAL: mprotect then.
-#if defined(__linux__)
+// keeps an mprotect's protection. Older kernels say EINVAL: mprotect then
+// (built with -DMI_NO_GUARD_MARKERS: always mprotect, as CI tests it).
+#if defined(__linux__) && !defined(MI_NO_GUARD_MARKERS)
+#define MI_GUARD_MARKERS 1
 #if !defined(MADV_GUARD_INSTALL)
 #define MADV_GUARD_INSTALL  102
 #define MADV_GUARD_REMOVE   103
@@ -167,7 +169,7 @@ static int unix_guard_markers = 1;   // 1: try them, 0: not supported here
 
 int _mi_prim_protect(void* addr, size_t size, bool protect) {
   const int saved = errno;
-  #if defined(__linux__)
+  #if defined(MI_GUARD_MARKERS)
   if (__atomic_load_n(&unix_guard_markers, __ATOMIC_RELAXED) != 0) {
     if (madvise(addr, size, protect ? MADV_GUARD_INSTALL : MADV_GUARD_REMOVE) == 0) return 0;
     if (errno != EINVAL) return unix_result(true, saved);
