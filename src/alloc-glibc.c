@@ -19,7 +19,7 @@
   mallinfo2 fields, as glibc splits them (arena is small-object memory,
   hblkhd the huge blocks; in use = uordblks + hblkhd, arena = uordblks +
   fordblks, as in glibc):
-    arena     bytes of the segments of small, medium and large pages (blocks
+    arena     bytes of the segments of small pages and of slices (blocks
               up to 2 MiB), free or not, and of freed segments whose memory
               is still resident
     ordblks   pages with room: free pages, and pages in use with free blocks

@@ -193,13 +193,31 @@ bool _mi_free_delayed_block(mi_block_t* block) {
 // Remote frees
 // ---------------------------------------------------------------------------
 
-// Free a block of a large page of a shared segment that is not our default
-// heap's. A page whose thread ended has no heap: its block was its last, so
+// Free a block of a page of a shared segment that is not our default heap's.
+// A large page whose thread ended has no heap: its block was its last, so
 // the page goes back now. A page whose thread is abandoning it (NEVER_DELAYED)
 // would not be looked at again: wait until it has no heap, then the same
 // (after a while the block goes on its thread_free: a heap deleted by a
 // thread that goes on keeps its pages, and collects them later).
 static void mi_free_shared(mi_page_t* page, mi_block_t* block) {
+  if (page->xblock_size <= MI_MEDIUM_OBJ_SIZE_MAX) {
+    // a page of medium blocks: an abandoned one (no heap) is adopted or
+    // given back under the shared lock by others, who read its thread_free
+    // count; the push is the last this thread does with it
+    if (mi_atomic_load_acquire(&page->xheap) == 0) {
+      mi_thread_free_t tfree = mi_atomic_load_relaxed(&page->xthread_free);
+      mi_thread_free_t tfreex;
+      do {
+        mi_block_set_next(page, block, mi_tf_block(tfree));
+        tfreex = mi_tf_push(tfree, block);
+      } while (!mi_atomic_cas_weak_acq_rel(&page->xthread_free, &tfree, tfreex));
+      _mi_segment_abandoned_free_note();
+      return;
+    }
+    // (one being abandoned right now: its thread_free, NEVER_DELAYED)
+    mi_free_block_mt(page, block, false);
+    return;
+  }
   for (size_t spins = 0; ; spins++) {
     if (mi_atomic_load_acquire(&page->xheap) == 0) {
       _mi_segment_shared_free_abandoned(page);

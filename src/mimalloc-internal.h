@@ -201,6 +201,8 @@ void       _mi_segments_fork_child(void);
 void       _mi_segments_fork_prepare(void);
 void       _mi_segments_fork_parent(void);
 void       _mi_segment_shared_free_abandoned(mi_page_t* page);
+bool       _mi_segment_page_is_shared_multi(const mi_page_t* page);
+void       _mi_segment_shared_page_abandon(mi_page_t* page);
 void       _mi_regions_fork_child(void);
 bool       _mi_region_resident_free_above(size_t size);
 void       _mi_segment_set_owner(mi_segment_t* segment, uintptr_t owner);
@@ -727,11 +729,13 @@ static inline void mi_block_set_nextx(const void* null, mi_block_t* block, const
   #endif
 }
 
-// Do two addresses lie in the same page?
+// Do two addresses lie in the same page? (In the same slice, or in the same
+// run of slices: a page of medium blocks spans several.)
 static inline bool mi_is_in_same_page(const void* p, const void* q) {
   mi_segment_t* segment = _mi_ptr_segment(p);
   if (_mi_ptr_segment(q) != segment) return false;
-  return (mi_segment_page_index(segment, p) == mi_segment_page_index(segment, q));
+  return (mi_segment_page_index(segment, p) == mi_segment_page_index(segment, q) ||
+          _mi_segment_page_of(segment, p) == _mi_segment_page_of(segment, q));
 }
 
 mi_decl_cold void _mi_block_next_corrupt(const mi_page_t* page, const mi_block_t* block, const mi_block_t* next);

@@ -155,7 +155,7 @@
 // checked to still read zero (its link is in its trailer): freed memory reads as zero,
 // and a write after free is caught when the block is reused (large blocks:
 // in their head and last word, whole at random; alloc.c mi_block_zero_check)
-// (FULL; blocks of small and medium pages, up to
+// (FULL; small and medium blocks, up to
 // MI_MEDIUM_OBJ_SIZE_MAX; calloc then needs no memset for them).
 #if MI_SECURE_FULL
   #define MI_ZERO_ON_FREE 1
@@ -234,9 +234,9 @@
 // ------------------------------------------------------
 
 #define MI_SMALL_PAGE_SHIFT               (13 + MI_INTPTR_SHIFT)      // 64 KiB
-#define MI_MEDIUM_PAGE_SHIFT              ( 3 + MI_SMALL_PAGE_SHIFT)  // 512 KiB
+#define MI_MEDIUM_PAGE_SHIFT              ( 3 + MI_SMALL_PAGE_SHIFT)  // 512 KiB (the medium size classes end at a quarter of it)
 #define MI_SEGMENT_SHIFT                  ( 3 + MI_MEDIUM_PAGE_SHIFT) // 4 MiB
-#define MI_SLICE_SHIFT                    ( MI_SMALL_PAGE_SHIFT)      // 64 KiB: large pages are runs of slices
+#define MI_SLICE_SHIFT                    ( MI_SMALL_PAGE_SHIFT)      // 64 KiB: pages of medium and large blocks are runs of slices
 
 #define MI_SEGMENT_SIZE                   ((size_t)1 << MI_SEGMENT_SHIFT)
 #define MI_SEGMENT_MASK                   ((uintptr_t)MI_SEGMENT_SIZE - 1)
@@ -244,9 +244,9 @@
 #define MI_SMALL_PAGE_SIZE                ((size_t)1 << MI_SMALL_PAGE_SHIFT)
 #define MI_MEDIUM_PAGE_SIZE               ((size_t)1 << MI_MEDIUM_PAGE_SHIFT)
 #define MI_SLICE_SIZE                     ((size_t)1 << MI_SLICE_SHIFT)
+#define MI_SLICE_PAGE_BLOCKS              (4)         // medium blocks a page of slices is sized for (more where the last slice has room)
 
 #define MI_SMALL_PAGES_PER_SEGMENT        (MI_SEGMENT_SIZE/MI_SMALL_PAGE_SIZE)   // 64
-#define MI_MEDIUM_PAGES_PER_SEGMENT       (MI_SEGMENT_SIZE/MI_MEDIUM_PAGE_SIZE)  // 8
 #define MI_SLICES_PER_SEGMENT             (MI_SEGMENT_SIZE/MI_SLICE_SIZE)        // 64
 
 #define MI_SMALL_OBJ_SIZE_MAX             (MI_SMALL_PAGE_SIZE/4)   // 16 KiB
@@ -413,8 +413,7 @@ typedef struct mi_page_s {
 
 typedef enum mi_page_kind_e {
   MI_PAGE_SMALL,    // 64 KiB pages, blocks <= 16 KiB
-  MI_PAGE_MEDIUM,   // 512 KiB pages, blocks <= 128 KiB
-  MI_PAGE_LARGE,    // one block <= 2 MiB per page, a run of 64 KiB slices (segment.c)
+  MI_PAGE_LARGE,    // pages of 64 KiB slices (segment.c): one block of 128 KiB-2 MiB, or four or more of 16-128 KiB
   MI_PAGE_HUGE      // one page of any size holding one block
 } mi_page_kind_t;
 
@@ -621,7 +620,6 @@ typedef struct mi_segment_purge_list_s {
 
 typedef struct mi_segments_tld_s {
   mi_segment_queue_t    small_free;    // small segments with an unused page
-  mi_segment_queue_t    medium_free;   // medium segments with an unused page
   mi_segment_queue_t    large_free;    // large segments with an unused slice
   mi_segment_purge_list_t purge;       // owned segments with unused pages waiting for their purge
   size_t count;                        // segments owned

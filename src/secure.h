@@ -10,8 +10,8 @@
 #ifndef MI_SECURE_H
 #define MI_SECURE_H
 
-// Secure builds zero the blocks of small and medium pages when they are freed
-// (MI_ZERO_ON_FREE): a block of such a page on a free list reads zero past its
+// Secure builds zero small and medium blocks (up to 128 KiB) when they are freed
+// (MI_ZERO_ON_FREE): such a block on a free list reads zero past its
 // link word.
 static inline bool mi_page_zeroes_on_free(const mi_page_t* page) {
   #if defined(MI_ZERO_ON_FREE)

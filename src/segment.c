@@ -1,14 +1,14 @@
 /* ----------------------------------------------------------------------------
   segment.c -- segments: 4 MiB aligned containers of pages owned by a thread.
 
-  A segment holds 64 small pages, 8 medium pages, large pages carved from 64
-  slices of 64 KiB (a run of slices per block: "Large pages" below), or one
-  huge page (then the segment is as big as the block needs). Small and
-  medium segments with an unused page sit in the thread's free-segment queue
-  of their kind; a page request takes the first such segment and claims an
-  unused page (one whose purge is pending first). Large segments are shared
-  by all threads: a large page request takes a run of free slices in any of
-  them ("Shared large segments" below).
+  A segment holds 64 small pages, pages carved from 64 slices of 64 KiB (a
+  run of slices per page: one large block, or a few medium ones; "Large
+  pages" below), or one huge page (then the segment is as big as the block
+  needs). Small segments with an unused page sit in the thread's
+  free-segment queue; a page request takes the first such segment and claims
+  an unused page (one whose purge is pending first). Segments of slices are
+  shared by all threads: a request for a page of medium or large blocks
+  takes a run of free slices in any of them ("Shared large segments" below).
 
   Pages given back to a segment wait for a *delayed purge*: after
   `reset_delay` ms their memory is purged, unless they are claimed again
@@ -90,7 +90,6 @@ static void mi_segment_enqueue(mi_segment_queue_t* queue, mi_segment_t* segment)
 
 static mi_segment_queue_t* mi_segment_free_queue_of_kind(mi_page_kind_t kind, mi_segments_tld_t* tld) {
   if (kind == MI_PAGE_SMALL) return &tld->small_free;
-  if (kind == MI_PAGE_MEDIUM) return &tld->medium_free;
   if (kind == MI_PAGE_LARGE) return &tld->large_free;
   return NULL;
 }
@@ -182,12 +181,30 @@ static bool mi_page_is_used_page(const mi_page_t* page) {
   return (page->segment_in_use && !mi_page_is_continuation(page));
 }
 
-// The slices a large page from slice `idx` takes for blocks of `block_size`
-// (the first slice's area starts after the header; secure builds keep room
-// for a guard page at the end).
+// The area of a page of slices for blocks of `block_size`: one large block,
+// or four medium ones (and more where the last slice has room for them).
+static size_t mi_slice_page_area(size_t block_size) {
+  return (block_size > MI_MEDIUM_OBJ_SIZE_MAX ? block_size : MI_SLICE_PAGE_BLOCKS * block_size);
+}
+
+// Where the first medium block of a page of slices starts: a multiple of the
+// largest power of two that divides the block size (aligned allocations of
+// such sizes rely on it; slices are 64 KiB aligned, so only the blocks of
+// 128 KiB and the header's slice 0 ever move).
+static size_t mi_slice_page_align(size_t block_size) {
+  return (block_size & (~block_size + 1));
+}
+
+// The slices a page of slices from slice `idx` takes for blocks of
+// `block_size`: the first slice's area starts after the header, the first
+// medium block where it is aligned, and secure builds keep room for a guard
+// page at the end. Derived from the block size alone: every path that frees,
+// purges or walks a run finds its length again.
 static size_t mi_segment_run_slices(const mi_segment_t* segment, size_t idx, size_t block_size) {
-  const size_t ofs = (idx == 0 ? segment->segment_info_size : 0);
-  return _mi_divide_up(ofs + block_size + mi_segment_guard_size(), MI_SLICE_SIZE);
+  const size_t run_start = idx * MI_SLICE_SIZE;
+  size_t start = (idx == 0 ? segment->segment_info_size : run_start);   // (offsets in the segment)
+  if (block_size <= MI_MEDIUM_OBJ_SIZE_MAX) start = _mi_align_up(start, mi_slice_page_align(block_size));
+  return _mi_divide_up(start - run_start + mi_slice_page_area(block_size) + mi_segment_guard_size(), MI_SLICE_SIZE);
 }
 
 // The run of free slices of a large segment that fits a block of
@@ -263,16 +280,24 @@ uint8_t* _mi_segment_page_start(const mi_segment_t* segment, const mi_page_t* pa
     p = segment->aligned_block;
     psize = segment->segment_size - (size_t)(segment->aligned_block - (uint8_t*)segment);
   }
-  else if (page->segment_idx == 0) {
-    p += segment->segment_info_size;
-    psize -= segment->segment_info_size;
-    if (block_size > 0 && block_size < MI_HUGE_BLOCK_SIZE && segment->page_kind <= MI_PAGE_MEDIUM) {
-      size_t adjust = block_size - ((uintptr_t)p % block_size);
-      if (adjust < block_size) {
-        p += adjust;
-        psize -= adjust;
-        if (pre_size != NULL) *pre_size = adjust;
-      }
+  else {
+    if (page->segment_idx == 0) {
+      p += segment->segment_info_size;
+      psize -= segment->segment_info_size;
+    }
+    // the first block's alignment: a multiple of the block size in a small
+    // segment (page 0 only: the others are), of its largest power of two in a
+    // page of medium blocks in slices
+    size_t align = 0;
+    if (block_size > 0 && block_size < MI_HUGE_BLOCK_SIZE) {
+      if (segment->page_kind == MI_PAGE_SMALL) align = (page->segment_idx == 0 ? block_size : 0);
+      else if (segment->page_kind == MI_PAGE_LARGE && block_size <= MI_MEDIUM_OBJ_SIZE_MAX) align = mi_slice_page_align(block_size);
+    }
+    if (align > 0) {
+      const size_t adjust = (align - ((uintptr_t)p % align)) % align;
+      p += adjust;
+      psize -= adjust;
+      if (pre_size != NULL) *pre_size = adjust;
     }
   }
   if (MI_SECURE_GUARDS && mi_segment_page_guarded(segment, last)) psize -= mi_segment_guard_size();
@@ -282,7 +307,7 @@ uint8_t* _mi_segment_page_start(const mi_segment_t* segment, const mi_page_t* pa
 }
 
 // Install (on) or remove the guards of a segment; idempotent. With page guards the
-// guards of small and medium pages are installed when a page is first
+// guards of small pages are installed when a page is first
 // claimed (mi_segment_page_guard): a segment pays for the pages it uses. One
 // call removes them all (the segment's memory is then plainly accessible,
 // as the region and the segment cache expect it).
@@ -311,8 +336,8 @@ static void mi_segment_guards(mi_segment_t* segment, bool on) {
   #endif
 }
 
-// Page guards: the guard at the end of a small or medium page, or of a run
-// of `n` slices from `first` (a large page), installed the first time a page
+// Page guards: the guard at the end of a small page, or of a run of `n`
+// slices from `first` (a page of medium or large blocks), installed the first time a page
 // ends there in this segment's life. A run also lifts the guards its slices
 // ended in before (they are inside its block now).
 static void mi_segment_run_guard(mi_segment_t* segment, size_t first, size_t n) {
@@ -425,7 +450,7 @@ static inline bool mi_segment_is_locked(const mi_segment_t* segment) {
 // Page purge and its delay
 // ---------------------------------------------------------------------------
 //
-// An unused page (or slice) of a small, medium or large segment is not purged at once: its bit
+// An unused page (or slice) of a small or large segment is not purged at once: its bit
 // is set in the segment's purge_mask with an expiry `reset_delay` ms ahead
 // (kept in the unused page's descriptor), and the segment joins its
 // owner's purge list. Claiming the page before then clears the bit: no system
@@ -450,12 +475,23 @@ static uint64_t mi_segment_page_bit(const mi_page_t* page) {
 
 // The memory of `n` adjacent pages from `first`: from the first one's block
 // area to the end of the last one's (not its guard; guards inside the run stay
-// no-access under a purge or a decommit of the range).
+// no-access under a purge or a decommit of the range). A slice whose guard
+// place holds no guard (lifted when a run took the slice in) has that OS page
+// in the range too: a block may have written it, and the slice counts as
+// zero once purged.
 static size_t mi_segment_pages_range(const mi_segment_t* segment, size_t first, size_t n, uint8_t** start) {
   *start = _mi_segment_page_start(segment, &segment->pages[first], 0, NULL, NULL);
   size_t last_size;
   uint8_t* last = _mi_segment_page_start(segment, &segment->pages[first + n - 1], 0, &last_size, NULL);
-  return (size_t)(last + last_size - *start);
+  size_t size = (size_t)(last + last_size - *start);
+  #if MI_SECURE_PAGE_GUARDS
+  const size_t lastidx = first + n - 1;
+  if (segment->page_kind == MI_PAGE_LARGE && lastidx + 1 < segment->capacity &&
+      (mi_atomic_load_relaxed(&segment->guard_mask) & ((uint64_t)1 << lastidx)) == 0) {
+    size += mi_segment_guard_size();
+  }
+  #endif
+  return size;
 }
 
 // Purge the unused pages of `mask` now: one system call per run of adjacent
@@ -632,6 +668,7 @@ static void mi_segment_mark_abandoned(mi_segment_t* segment);
 static void mi_shared_note_expire(int64_t expire);
 static void mi_shared_page_free(mi_page_t* page, mi_segments_tld_t* tld);
 static void mi_shared_try_purge(int64_t now, bool force);
+static void mi_shared_try_sweep(int64_t now);
 static _Atomic(int64_t) mi_shared_purge_next;   // earliest pending page purge of the shared large segments (0: none)
 
 static _Atomic(int64_t) mi_abandoned_sweep_expire;   // when the next sweep is due (0: none pending)
@@ -708,6 +745,7 @@ static void mi_segments_try_sweep_abandoned(int64_t now) {
   }
   _mi_abandoned_visit(&mi_abandoned_sweep_visit, &now);
   _mi_housekeeping_leave();
+  mi_shared_try_sweep(now);
 }
 
 // The process-wide purges of the segment layer that fall due: the abandoned
@@ -774,7 +812,7 @@ void _mi_segment_huge_release_at(size_t min_size) {
 
 // ---------------------------------------------------------------------------
 // The per-thread segment cache (option segment_cache, default 0 = off): a
-// freed small, medium or large segment is kept by its thread, still owned and
+// freed small or large segment is kept by its thread, still owned and
 // committed, and the next segment request takes it without going to the
 // region. At most min(segment_cache, 1 + peak segments / 8) are kept; forced
 // collections and thread exit give them back.
@@ -844,14 +882,12 @@ static void mi_segment_cache_flush(mi_segments_tld_t* tld) {
 // churn built and freed segments, and their guards, all the time), another
 // one removes them in one call. The word: bit 63 for a small segment, with
 // bits 0..62 for its pages 0..62 whose end guard is installed (page 63's
-// comes with the segment); else bit 62 for a medium one, with bits 0..6
-// likewise; else bit 61 for a large one, with bits 0..60 for its slices
+// comes with the segment); else bit 61 for a segment of slices, with bits 0..60 for its slices
 // whose end guard is installed (a guard after slice 61 or 62 cannot be told:
 // such a segment leaves none); 0: no guards.
 // ---------------------------------------------------------------------------
 
 #define MI_GUARD_WORD_SMALL   ((uint64_t)1 << 63)
-#define MI_GUARD_WORD_MEDIUM  ((uint64_t)1 << 62)
 #define MI_GUARD_WORD_LARGE   ((uint64_t)1 << 61)
 
 static uint64_t mi_segment_guard_word(const mi_segment_t* segment) {
@@ -859,7 +895,6 @@ static uint64_t mi_segment_guard_word(const mi_segment_t* segment) {
   const uint64_t mask = mi_atomic_load_relaxed(&segment->guard_mask);
   switch (segment->page_kind) {
     case MI_PAGE_SMALL:  return MI_GUARD_WORD_SMALL | (mask & (MI_GUARD_WORD_SMALL - 1));
-    case MI_PAGE_MEDIUM: return MI_GUARD_WORD_MEDIUM | (mask & ((1u << (MI_MEDIUM_PAGES_PER_SEGMENT - 1)) - 1));
     case MI_PAGE_LARGE:  return ((mask & ~(MI_GUARD_WORD_LARGE - 1) & ~MI_GUARD_WORD_SMALL) != 0 ? 0 : MI_GUARD_WORD_LARGE | (mask & (MI_GUARD_WORD_LARGE - 1)));
     default:             return 0;   // (huge segments span other sizes: they leave none)
   }
@@ -871,10 +906,6 @@ static bool mi_segment_guard_word_serves(uint64_t word, mi_page_kind_t kind, uin
   *mask = 0;
   if (kind == MI_PAGE_SMALL && (word & MI_GUARD_WORD_SMALL) != 0) {
     *mask = word & (MI_GUARD_WORD_SMALL - 1);
-    return true;
-  }
-  if (kind == MI_PAGE_MEDIUM && (word >> 61) == 2) {
-    *mask = word & (MI_GUARD_WORD_MEDIUM - 1);
     return true;
   }
   if (kind == MI_PAGE_LARGE && (word >> 61) == 1) {
@@ -1022,8 +1053,8 @@ static mi_segment_t* mi_segment_alloc(size_t required, mi_page_kind_t page_kind,
     segment_size = (guard > 0 ? _mi_align_up(block_ofs + required + guard, guard) : _mi_align_up(block_ofs + required, MI_HUGE_SEGMENT_ROUND));
     os_offset = (ptr_ofs + align_offset) % page_alignment;   // a multiple of the segment size (modulo 2^64: any offset)
   }
-  // commit policy: a thread's first small/medium segments may commit page by page
-  const bool eager_delayed = (page_kind <= MI_PAGE_MEDIUM && tld->count < (size_t)mi_option_get(mi_option_eager_commit_delay));
+  // commit policy: a thread's first small segments may commit page by page
+  const bool eager_delayed = (page_kind == MI_PAGE_SMALL && tld->count < (size_t)mi_option_get(mi_option_eager_commit_delay));
   const bool eager = !eager_delayed && (mi_option_get(mi_option_eager_commit) != 0);
   const bool commit = eager || (page_kind >= MI_PAGE_LARGE);
   const bool allow_pinned = !MI_SECURE_GUARDS && !eager_delayed;   // pinned large/huge OS pages (secure: guards need mprotect)
@@ -1723,11 +1754,150 @@ void _mi_segment_shared_free_abandoned(mi_page_t* page) {
   mi_shared_page_free(page, NULL);
 }
 
-// Purge the due pages of the shared segments (all pending ones when forced).
-static void mi_shared_try_purge(int64_t now, bool force) {
-  const int64_t next = mi_atomic_load_relaxed(&mi_shared_purge_next);
-  if (next == 0 || (!force && now < next)) return;
+// ---------------------------------------------------------------------------
+// Abandoned pages of medium blocks (docs/design.md, "Medium blocks in the
+// shared segments"). A page of several blocks whose thread ended with blocks
+// in it waits on the list of its size class (under the shared lock, links
+// next/prev) with no heap. A free into it only pushes the block on its
+// thread_free (free.c) and never touches it again; the lock's holders decide
+// the rest: a thread that needs a page of that size adopts one with room,
+// and one whose every block came back (thread_free count == used) is given
+// back by whoever finds it, an adopter or the sweep (scheduled by the first
+// free into an abandoned page after a sweep, like the abandoned segments').
+// ---------------------------------------------------------------------------
+
+typedef struct mi_page_list_s { mi_page_t* first; mi_page_t* last; } mi_page_list_t;
+static mi_page_list_t mi_shared_abandoned[MI_BIN_HUGE];   // per size class (bin), oldest first
+
+// Blocks on the page's thread_free (other threads' frees since its last collect).
+static size_t mi_page_thread_free_count(const mi_page_t* page) {
+  const mi_thread_free_t tf = mi_atomic_load_acquire(&page->xthread_free);
+  #if MI_TF_COUNTED
+  return mi_tf_count(tf);
+  #else
+  size_t n = 0;
+  for (const mi_block_t* block = mi_tf_block(tf); block != NULL; block = mi_block_next(page, block)) n++;
+  return n;
+  #endif
+}
+
+static void mi_shared_abandoned_unlink(mi_page_t* page) {
+  mi_page_list_t* const list = &mi_shared_abandoned[_mi_bin(page->xblock_size)];
+  if (page->prev != NULL) page->prev->next = page->next;
+  else list->first = page->next;
+  if (page->next != NULL) page->next->prev = page->prev;
+  else list->last = page->prev;
+  page->next = page->prev = NULL;
+}
+
+static void mi_shared_abandoned_append(mi_page_t* page) {
+  mi_page_list_t* const list = &mi_shared_abandoned[_mi_bin(page->xblock_size)];
+  page->next = NULL;
+  page->prev = list->last;
+  if (list->last != NULL) list->last->next = page;
+  else list->first = page;
+  list->last = page;
+}
+
+// An abandoned page all of whose blocks came back goes back (under the lock,
+// out of the lists).
+static void mi_shared_abandoned_give_back(mi_page_t* page, mi_segments_tld_t* tld) {
+  mi_stat_decrease(NULL, pages_abandoned, 1);
+  mi_page_set_flag(page, MI_PAGE_HAS_ALIGNED | MI_PAGE_HAS_SAMPLED | MI_PAGE_IN_FULL, false);
+  page->used = 0;
+  mi_shared_page_clear(page, tld);
+}
+
+bool _mi_segment_page_is_shared_multi(const mi_page_t* page) {
+  return (_mi_page_segment(page)->shared && page->xblock_size <= MI_MEDIUM_OBJ_SIZE_MAX);
+}
+
+// The thread of a page of medium blocks in a shared segment ends (its heap's
+// abandonment: remote frees go to thread_free already): the page waits for
+// an adopter on its size class's list, or goes back now if it is empty.
+void _mi_segment_shared_page_abandon(mi_page_t* page) {
+  mi_assert_internal(_mi_segment_page_is_shared_multi(page));
+  mi_page_set_heap(page, NULL);
+  if (!mi_shared_enter()) {
+    // (an ending thread inside the lock: a signal handler's pthread_exit;
+    // the page stays out of the lists, its memory with it)
+    return;
+  }
+  if (mi_page_thread_free_count(page) == page->used) {
+    page->next = page->prev = NULL;
+    mi_shared_abandoned_give_back(page, NULL);
+  }
+  else {
+    mi_shared_abandoned_append(page);
+  }
+  mi_shared_leave();
+}
+
+// Under the lock: an abandoned page of `block_size` with room, now `heap`'s
+// (the caller makes it usable outside the lock), the one abandoned longest
+// ago first (most of its blocks had time to come back); the empty ones met
+// on the way go back, full ones go to the end of the list. Looks at a few
+// pages at most.
+#define MI_SHARED_ADOPT_VISITS  (8)
+
+static mi_page_t* mi_shared_adopt(mi_heap_t* heap, size_t block_size, mi_segments_tld_t* tld) {
+  mi_page_list_t* const list = &mi_shared_abandoned[_mi_bin(block_size)];
+  for (size_t visits = 0; list->first != NULL && visits < MI_SHARED_ADOPT_VISITS; visits++) {
+    mi_page_t* const page = list->first;
+    mi_assert_internal(page->xblock_size == block_size && mi_page_heap(page) == NULL);
+    mi_shared_abandoned_unlink(page);
+    const size_t freed = mi_page_thread_free_count(page);
+    if (freed == page->used) {
+      mi_shared_abandoned_give_back(page, tld);
+    }
+    else if (freed > 0 || page->used < page->reserved) {
+      mi_stat_decrease(NULL, pages_abandoned, 1);
+      mi_page_set_heap(page, heap);
+      return page;
+    }
+    else {
+      mi_shared_abandoned_append(page);
+    }
+  }
+  return NULL;
+}
+
+// Under the lock: every abandoned page whose blocks all came back goes back.
+static void mi_shared_sweep(void) {
+  for (size_t bin = 0; bin < MI_BIN_HUGE; bin++) {
+    mi_page_t* page = mi_shared_abandoned[bin].first;
+    while (page != NULL) {
+      mi_page_t* const next = page->next;
+      if (mi_page_thread_free_count(page) == page->used) {
+        mi_shared_abandoned_unlink(page);
+        mi_shared_abandoned_give_back(page, NULL);
+      }
+      page = next;
+    }
+  }
+}
+
+// The sweep of the abandoned pages, with the abandoned segments' (whose
+// schedule it shares).
+static void mi_shared_try_sweep(int64_t now) {
+  (void)now;
   if (!mi_shared_enter()) return;
+  mi_shared_sweep();
+  mi_shared_leave();
+}
+
+// Purge the due pages of the shared segments (all pending ones when forced,
+// after the abandoned pages that are empty went back).
+static void mi_shared_try_purge(int64_t now, bool force) {
+  if (!force && mi_atomic_load_relaxed(&mi_shared_purge_next) == 0) return;
+  if (!force && now < mi_atomic_load_relaxed(&mi_shared_purge_next)) return;
+  if (!mi_shared_enter()) return;
+  if (force) mi_shared_sweep();
+  const int64_t next = mi_atomic_load_relaxed(&mi_shared_purge_next);
+  if (next == 0) {
+    mi_shared_leave();
+    return;
+  }
   int64_t expected = next;
   mi_atomic_cas_strong_acq_rel(&mi_shared_purge_next, &expected, 0);   // (a later note lowers it again)
   for (mi_segment_t* segment = mi_shared_first; segment != NULL; segment = segment->next) {
@@ -1737,14 +1907,25 @@ static void mi_shared_try_purge(int64_t now, bool force) {
   mi_shared_leave();
 }
 
-// A large page from the shared segments: the fitting run with the most
-// resident slices in any of them (the first fully resident one found), else
-// a run in a new shared segment. NULL and `*nested` when this thread holds
-// the lock already.
-static mi_page_t* mi_shared_page_alloc(size_t block_size, bool* nested, mi_segments_tld_t* tld) {
+// A page of slices from the shared segments: for medium blocks an abandoned
+// page with room first, unless `heap` may be destroyed (`*adopted`: already
+// `heap`'s, not initialized again);
+// else the fitting run with the most resident slices in any of them (the
+// first fully resident one found), else a run in a new shared segment. NULL
+// and `*nested` when this thread holds the lock already.
+static mi_page_t* mi_shared_page_alloc(mi_heap_t* heap, size_t block_size, bool* nested, bool* adopted, mi_segments_tld_t* tld) {
+  *adopted = false;
   if (mi_atomic_load_relaxed(&mi_shared_purge_next) != 0) mi_shared_try_purge(_mi_prim_clock_now(), false);
   *nested = !mi_shared_enter();
   if (*nested) return NULL;
+  if (block_size <= MI_MEDIUM_OBJ_SIZE_MAX && !heap->no_reclaim) {   // (a heap that may be destroyed takes no other thread's blocks)
+    mi_page_t* const page = mi_shared_adopt(heap, block_size, tld);
+    if (page != NULL) {
+      mi_shared_leave();
+      *adopted = true;
+      return page;
+    }
+  }
   mi_segment_t* best = NULL;
   size_t best_first = 0, best_resident = 0;
   for (mi_segment_t* segment = mi_shared_first; segment != NULL; segment = segment->next) {
@@ -1822,11 +2003,18 @@ static mi_page_t* mi_segment_page_alloc(mi_heap_t* heap, size_t block_size, mi_p
   return mi_segment_find_free(free_queue->first, tld);
 }
 
-// A large page: the lowest run that fits in the first of the thread's large
-// segments that has one, else in a reclaimed or fresh segment.
-static mi_page_t* mi_segment_large_page_alloc(mi_heap_t* heap, size_t block_size, mi_segments_tld_t* tld) {
-  bool nested;
-  mi_page_t* const shared = mi_shared_page_alloc(block_size, &nested, tld);
+// A page of slices (a large block, or medium ones) from the shared segments.
+// An abandoned page adopted there joins the heap's queue (the caller's retry
+// finds it there: NULL) as the pages of a reclaimed segment do.
+static mi_page_t* mi_segment_slice_page_alloc(mi_heap_t* heap, size_t block_size, mi_segments_tld_t* tld) {
+  bool nested, adopted;
+  mi_page_t* const shared = mi_shared_page_alloc(heap, block_size, &nested, &adopted, tld);
+  if (adopted) {
+    _mi_page_use_delayed_free(shared, mi_page_delayed_state(shared, false), true);
+    _mi_page_free_collect(shared, false);
+    _mi_page_reclaim(heap, shared);
+    return NULL;
+  }
   if (!nested) return shared;
   // a signal handler of the shared lock's holder: the thread's own large segments
   size_t first = 0;
@@ -1946,11 +2134,8 @@ mi_page_t* _mi_segment_page_alloc(mi_heap_t* heap, size_t block_size, size_t pag
   else if (block_size <= MI_SMALL_OBJ_SIZE_MAX) {
     page = mi_segment_page_alloc(heap, block_size, MI_PAGE_SMALL, MI_SMALL_PAGE_SHIFT, tld);
   }
-  else if (block_size <= MI_MEDIUM_OBJ_SIZE_MAX) {
-    page = mi_segment_page_alloc(heap, block_size, MI_PAGE_MEDIUM, MI_MEDIUM_PAGE_SHIFT, tld);
-  }
   else if (block_size <= MI_LARGE_OBJ_SIZE_MAX) {
-    page = mi_segment_large_page_alloc(heap, block_size, tld);
+    page = mi_segment_slice_page_alloc(heap, block_size, tld);
   }
   else {
     page = mi_segment_huge_page_alloc(block_size, 0, 0, tld);
@@ -2042,7 +2227,7 @@ mi_segment_t* _mi_segment_of_unit_aligned(const void* p) {
 // runs out (a thread blocked in a read may never make one), free pages that
 // are on no list at all (the option page_reset off, pages of reused memory a
 // new segment never claimed), and the segments other threads keep in their
-// segment caches. Each segment (small, medium and large ones: huge segments
+// segment caches. Each segment (small and large ones: huge segments
 // have no free page while they live) is held through the segment
 // map, so that it is not freed meanwhile, and its trim lock is taken unless
 // its owner holds it for a while (then the segment is skipped: best effort);
@@ -2250,7 +2435,6 @@ void _mi_segment_set_owner(mi_segment_t* segment, uintptr_t owner) {
 // cached ones have none.
 void _mi_segments_set_owner(mi_segments_tld_t* tld, uintptr_t owner) {
   for (mi_segment_t* s = tld->small_free.first; s != NULL; s = s->next) _mi_segment_set_owner(s, owner);
-  for (mi_segment_t* s = tld->medium_free.first; s != NULL; s = s->next) _mi_segment_set_owner(s, owner);
   for (mi_segment_t* s = tld->large_free.first; s != NULL; s = s->next) _mi_segment_set_owner(s, owner);
   for (mi_segment_t* s = tld->purge.first; s != NULL; s = s->purge_next) _mi_segment_set_owner(s, owner);
   for (mi_segment_t* s = tld->cache; s != NULL; s = s->next) _mi_segment_set_owner(s, owner);

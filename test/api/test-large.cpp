@@ -1,5 +1,6 @@
 /* ----------------------------------------------------------------------------
-  test-large.cpp -- API tests: large blocks (128 KiB - 2 MiB).
+  test-large.cpp -- API tests: large blocks (128 KiB - 2 MiB), and medium
+  ones (16 - 128 KiB) where they share the large blocks' segments.
 
   Each large block is a page of its own: a run of 64 KiB slices of a 4 MiB
   segment that blocks of every large size and every thread share
@@ -9,7 +10,10 @@
   thread (while it is still resident), a block whose thread ended goes back
   when another thread frees it, and a pointer anywhere inside a large block
   (an aligned allocation's, or one into its later slices) is known as that
-  block's by every call that takes one.
+  block's by every call that takes one. Medium blocks live in pages of a few
+  blocks in the same segments: a page a thread left with blocks in use when
+  it ended serves the next thread that needs blocks of that size (but never
+  a heap that may be destroyed with its pages).
 -----------------------------------------------------------------------------*/
 #include <gtest/gtest.h>
 #include <mimalloc.h>
@@ -138,6 +142,48 @@ TEST(Large, BlocksOfAThreadThatEndedGoBackWhenAnotherThreadFreesThem) {
       mi_free(again[i]);
     }
   });
+}
+
+// A thread ends with a medium block in use, and room in its page: the next
+// thread that allocates blocks of that size takes the page over (within a few
+// pages: others of the size may have waited longer), not a heap that may be
+// destroyed, and the block survives both.
+TEST(Medium, APageAThreadLeftServesTheNextThreadsBlocksOfItsSize) {
+  LongPurgeDelay delay;
+  constexpr size_t size = 40 * KiB;
+  void* kept = nullptr;
+  on_fresh_thread([&] {
+    kept = opaque(mi_malloc(dyn(size)));
+    void* other = opaque(mi_malloc(dyn(size)));
+    fill_pattern(kept, size, 7);
+    mi_free(other);
+  });
+  ASSERT_NE(kept, nullptr);
+  on_fresh_thread([&] {
+    mi_heap_t* h = mi_heap_new();
+    ASSERT_NE(h, nullptr);
+    std::vector<void*> own;
+    for (size_t i = 0; i < 16; i++) {
+      own.push_back(mi_heap_malloc(h, dyn(size)));
+      EXPECT_FALSE(mi_heap_contains_block(h, kept)) << "a heap that may be destroyed took another thread's page";
+    }
+    mi_heap_destroy(h);
+    EXPECT_TRUE(has_pattern(kept, size, 7));
+    mi_heap_t* const heap = mi_heap_get_default();
+    EXPECT_FALSE(mi_heap_contains_block(heap, kept));
+    std::vector<void*> again;
+    for (size_t i = 0; i < 16 && !mi_heap_contains_block(heap, kept); i++) {
+      again.push_back(opaque(mi_malloc(dyn(size))));
+      fill_pattern(again.back(), size, (uint8_t)i);
+    }
+    EXPECT_TRUE(mi_heap_contains_block(heap, kept)) << "the page of the ended thread's block was not taken over";
+    for (size_t i = 0; i < again.size(); i++) {
+      EXPECT_TRUE(has_pattern(again[i], size, (uint8_t)i));
+      mi_free(again[i]);
+    }
+  });
+  EXPECT_TRUE(has_pattern(kept, size, 7));
+  mi_free(kept);
 }
 
 // Large blocks change hands under one process-wide lock whose waiters sleep

@@ -47,7 +47,7 @@ long arg_long(int argc, char** argv, int i, long dflt) {
 }
 
 Snapshot snap[6];
-void* blocks[4096];
+void* blocks[8192];
 
 }  // namespace
 
@@ -102,26 +102,33 @@ MI_CHILD(mixed_delays) {
   return 0;
 }
 
-// The commit of a fresh thread's first two segments (small, then medium).
+// The commit of a fresh thread's first two segments: the first small block,
+// and the small block (12 KiB) that no longer fits the first segment.
 MI_CHILD(first_segments) {
   (void)argc; (void)argv;
   void* p = mi_malloc(dyn(32));
   const size_t start = current_commit();
-  size_t c0 = 0, c1 = 0, c2 = 0;
+  size_t c0 = 0, c1 = 0, c2 = 0, c3 = 0;
   std::thread t([&] {
+    const auto unit = [](const void* q) { return (uintptr_t)q / (4 * MiB); };
     c0 = current_commit();
-    void* a = mi_malloc(dyn(32));          // the thread's first segment: small pages
+    void* a = mi_malloc(dyn(32));          // the thread's first segment
     c1 = current_commit();
-    void* b = mi_malloc(dyn(64 * KiB));    // its second: medium pages
-    c2 = current_commit();
+    std::vector<void*> more;
+    for (size_t i = 0; i < 1000; i++) {
+      c2 = current_commit();
+      more.push_back(mi_malloc(dyn(12 * KiB)));
+      c3 = current_commit();
+      if (unit(more.back()) != unit(a)) break;   // its second segment
+    }
     mi_free(a);
-    mi_free(b);
+    for (void* q : more) mi_free(q);
   });
   t.join();
   mi_free(p);
   emit("start_commit", (long long)start);
   emit("first_delta", (long long)(c1 - c0));
-  emit("second_delta", (long long)(c2 - c1));
+  emit("second_delta", (long long)(c3 - c2));
   return 0;
 }
 
@@ -376,19 +383,21 @@ MI_CHILD(abandon) {
   return 0;
 }
 
-// The segment cache keeps a thread's own segments: small and medium ones
-// (large blocks live in segments shared by all threads). Medium blocks of
-// 120 KiB (a few dozen to a segment), grouped by the segment they are in (the
+// The segment cache keeps a thread's own segments: those of small pages
+// (medium and large blocks live in segments shared by all threads). Blocks of
+// 12 KiB (five to a 64 KiB page, about 300 to a segment; 16 KiB with a debug
+// build's padding would be medium), grouped by the segment they are in (the
 // 4 MiB unit of their address).
 static uintptr_t segment_of(const void* p) { return (uintptr_t)p / (4 * MiB); }
+constexpr size_t kCacheBlock = 12 * KiB;
 
-// Allocate medium blocks from blocks[0] on until a block lands in the
+// Allocate small blocks from blocks[0] on until a block lands in the
 // `segments`-th segment; returns how many.
 static size_t fill_segments(size_t segments) {
   size_t n = 0, seen = 0;
   uintptr_t last = 0;
-  while (seen < segments && n < 4096) {
-    blocks[n] = mi_malloc(dyn(120 * KiB));
+  while (seen < segments && n < sizeof(blocks) / sizeof(blocks[0])) {
+    blocks[n] = mi_malloc(dyn(kCacheBlock));
     memset(opaque(blocks[n]), 0x5A, 4096);
     if (segment_of(blocks[n]) != last) { last = segment_of(blocks[n]); seen++; }
     n++;
@@ -421,7 +430,7 @@ MI_CHILD(segment_cache) {
   std::vector<void*> again;
   std::vector<uintptr_t> others;
   while (others.size() < 2) {
-    void* p = mi_malloc(dyn(120 * KiB));
+    void* p = mi_malloc(dyn(kCacheBlock));
     again.push_back(p);
     const uintptr_t seg = segment_of(p);
     if (seg != segment_of(blocks[0]) && std::find(others.begin(), others.end(), seg) == others.end()) others.push_back(seg);
