@@ -209,6 +209,11 @@ void* _mi_os_alloc_aligned_at(size_t size, size_t alignment, size_t align_offset
   const size_t post_size = over_size - pre_size - size;
   if (pre_size > 0) mi_os_mem_free(base, pre_size, (commit ? pre_size : 0));
   if (post_size > 0) mi_os_mem_free((uint8_t*)aligned + size, post_size, (commit ? post_size : 0));
+  // large OS pages were allowed: fixed ones cannot be trimmed, but the range
+  // is advised as transparent huge pages as step 1's would have been (where
+  // the hint is refused, as under ThreadSanitizer, every region came here
+  // without the advice half the time)
+  if (allow_large && commit && (size % os_large_page_size) == 0) (void)_mi_prim_advise_huge((void*)aligned, size);
   return (void*)aligned;
 }
 
