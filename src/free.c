@@ -201,21 +201,13 @@ bool _mi_free_delayed_block(mi_block_t* block) {
 // thread that goes on keeps its pages, and collects them later).
 static void mi_free_shared(mi_page_t* page, mi_block_t* block) {
   if (page->xblock_size <= MI_MEDIUM_OBJ_SIZE_MAX) {
-    // a page of medium blocks: an abandoned one (no heap) is adopted or
-    // given back under the shared lock by others, who read its thread_free
-    // count; the push is the last this thread does with it
-    if (mi_atomic_load_acquire(&page->xheap) == 0) {
-      mi_thread_free_t tfree = mi_atomic_load_relaxed(&page->xthread_free);
-      mi_thread_free_t tfreex;
-      do {
-        mi_block_set_next(page, block, mi_tf_block(tfree));
-        tfreex = mi_tf_push(tfree, block);
-      } while (!mi_atomic_cas_weak_acq_rel(&page->xthread_free, &tfree, tfreex));
-      _mi_segment_abandoned_free_note();
-      return;
-    }
-    // (one being abandoned right now: its thread_free, NEVER_DELAYED)
+    // a page of medium blocks: one being abandoned, or abandoned (no heap),
+    // is NEVER_DELAYED, so the block goes on its thread_free; an abandoned
+    // page is adopted or given back under the shared lock by others, who
+    // read that list's count: the push is the last this thread does with it
+    const bool abandoned = (mi_atomic_load_acquire(&page->xheap) == 0);
     mi_free_block_mt(page, block, false);
+    if (abandoned) _mi_segment_abandoned_free_note();
     return;
   }
   for (size_t spins = 0; ; spins++) {

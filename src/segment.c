@@ -668,7 +668,7 @@ static void mi_segment_mark_abandoned(mi_segment_t* segment);
 static void mi_shared_note_expire(int64_t expire);
 static void mi_shared_page_free(mi_page_t* page, mi_segments_tld_t* tld);
 static void mi_shared_try_purge(int64_t now, bool force);
-static void mi_shared_try_sweep(int64_t now);
+static void mi_shared_try_sweep(void);
 static _Atomic(int64_t) mi_shared_purge_next;   // earliest pending page purge of the shared large segments (0: none)
 
 static _Atomic(int64_t) mi_abandoned_sweep_expire;   // when the next sweep is due (0: none pending)
@@ -745,7 +745,7 @@ static void mi_segments_try_sweep_abandoned(int64_t now) {
   }
   _mi_abandoned_visit(&mi_abandoned_sweep_visit, &now);
   _mi_housekeeping_leave();
-  mi_shared_try_sweep(now);
+  mi_shared_try_sweep();
 }
 
 // The process-wide purges of the segment layer that fall due: the abandoned
@@ -1879,8 +1879,7 @@ static void mi_shared_sweep(void) {
 
 // The sweep of the abandoned pages, with the abandoned segments' (whose
 // schedule it shares).
-static void mi_shared_try_sweep(int64_t now) {
-  (void)now;
+static void mi_shared_try_sweep(void) {
   if (!mi_shared_enter()) return;
   mi_shared_sweep();
   mi_shared_leave();
@@ -1889,20 +1888,17 @@ static void mi_shared_try_sweep(int64_t now) {
 // Purge the due pages of the shared segments (all pending ones when forced,
 // after the abandoned pages that are empty went back).
 static void mi_shared_try_purge(int64_t now, bool force) {
-  if (!force && mi_atomic_load_relaxed(&mi_shared_purge_next) == 0) return;
-  if (!force && now < mi_atomic_load_relaxed(&mi_shared_purge_next)) return;
+  const int64_t due = mi_atomic_load_relaxed(&mi_shared_purge_next);
+  if (!force && (due == 0 || now < due)) return;
   if (!mi_shared_enter()) return;
-  if (force) mi_shared_sweep();
-  const int64_t next = mi_atomic_load_relaxed(&mi_shared_purge_next);
-  if (next == 0) {
-    mi_shared_leave();
-    return;
-  }
-  int64_t expected = next;
-  mi_atomic_cas_strong_acq_rel(&mi_shared_purge_next, &expected, 0);   // (a later note lowers it again)
-  for (mi_segment_t* segment = mi_shared_first; segment != NULL; segment = segment->next) {
-    mi_segment_purge_due(segment, now, force);
-    if (segment->purge_expire != 0) mi_atomic_expire_lower(&mi_shared_purge_next, segment->purge_expire);
+  if (force) mi_shared_sweep();   // (its pages' slices are purged below)
+  int64_t next = mi_atomic_load_relaxed(&mi_shared_purge_next);
+  if (next != 0) {
+    mi_atomic_cas_strong_acq_rel(&mi_shared_purge_next, &next, 0);   // (a later note lowers it again)
+    for (mi_segment_t* segment = mi_shared_first; segment != NULL; segment = segment->next) {
+      mi_segment_purge_due(segment, now, force);
+      if (segment->purge_expire != 0) mi_atomic_expire_lower(&mi_shared_purge_next, segment->purge_expire);
+    }
   }
   mi_shared_leave();
 }
