@@ -197,11 +197,18 @@ void* _mi_os_alloc_aligned_at(size_t size, size_t alignment, size_t align_offset
   if (p == NULL) return NULL;
   if (((uintptr_t)p + align_offset) % alignment == 0) return p;
 
-  // 2. over-allocate and trim the unaligned head and tail
+  // 2. over-allocate and trim the unaligned head and tail. Fixed large pages
+  //    are unmapped in whole large pages: where the first mapping had them
+  //    and the alignment is a multiple of them, the trims are too, so it asks
+  //    for them again (else a region meant for them got normal pages whenever
+  //    the first mapping was not aligned: under AddressSanitizer, whose
+  //    shadow refuses the address hint, half the time)
+  const bool pinned_again = (*is_pinned && allow_large && (alignment % os_large_page_size) == 0 &&
+                             (align_offset % os_large_page_size) == 0);
   mi_os_mem_free(p, size, (commit ? size : 0));
   if (size >= SIZE_MAX - alignment) return NULL;
   const size_t over_size = size + alignment;
-  void* base = mi_os_mem_alloc(NULL, over_size, commit, false, is_pinned, is_zero);
+  void* base = mi_os_mem_alloc(NULL, over_size, commit, pinned_again, is_pinned, is_zero);
   if (base == NULL) return NULL;
   uintptr_t aligned = _mi_align_up((uintptr_t)base + align_offset, alignment) - align_offset;
   if (aligned < (uintptr_t)base) aligned += alignment;
@@ -209,11 +216,11 @@ void* _mi_os_alloc_aligned_at(size_t size, size_t alignment, size_t align_offset
   const size_t post_size = over_size - pre_size - size;
   if (pre_size > 0) mi_os_mem_free(base, pre_size, (commit ? pre_size : 0));
   if (post_size > 0) mi_os_mem_free((uint8_t*)aligned + size, post_size, (commit ? post_size : 0));
-  // large OS pages were allowed: fixed ones cannot be trimmed, but the range
-  // is advised as transparent huge pages as step 1's would have been (where
-  // the hint is refused, as under ThreadSanitizer, every region came here
-  // without the advice half the time)
-  if (allow_large && commit && (size % os_large_page_size) == 0) (void)_mi_prim_advise_huge((void*)aligned, size);
+  // large OS pages were allowed but these are normal ones: advised as
+  // transparent huge pages, as step 1's would have been (where the hint is
+  // refused, as under ThreadSanitizer, regions came here without the advice
+  // half the time)
+  if (allow_large && commit && !*is_pinned && (size % os_large_page_size) == 0) (void)_mi_prim_advise_huge((void*)aligned, size);
   return (void*)aligned;
 }
 
