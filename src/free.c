@@ -1,8 +1,11 @@
 /* ----------------------------------------------------------------------------
   free.c -- free, top-down.
 
-  mi_free masks the pointer to its segment. The fast path: the segment is
-  this thread's and the page's flags byte is zero (not full, no aligned or
+  mi_free masks the pointer to its segment. The fast path: the page belongs
+  to this thread's default heap (its owner is a word of the page descriptor,
+  so the segment's owner id is not read; a page another thread holds, or
+  none, never has our default heap: a heap's pages lose it when its thread
+  abandons them) and the page's flags byte is zero (not full, no aligned or
   sampled blocks, not a later slice of a large block; checked builds: not a
   page of blocks their fast path cannot check): push the block on the
   page's local_free; the page is retired when its last block comes back.
@@ -29,10 +32,10 @@ static inline void mi_free_block_local(mi_page_t* page, mi_block_t* block);
 static void mi_free_remote(mi_segment_t* segment, mi_page_t* page, mi_block_t* block, uintptr_t owner);
 static mi_decl_noinline bool mi_free_block_mt(mi_page_t* page, mi_block_t* block, bool await_abandon);
 
-// A local free goes into a page of a heap this thread owns (the segment's
-// owner id is this thread's; a fork child never reuses a vanished thread's
-// id): one of its own, or an orphan heap it abandons on the ended thread's
-// behalf (init.c).
+// A local free goes into a page of a heap this thread owns (the page's heap
+// is one of ours, or the segment's owner id is this thread's; a fork child
+// never reuses a vanished thread's id or heap): one of its own, or an orphan
+// heap it abandons on the ended thread's behalf (init.c).
 #define mi_assert_local_page(page) \
   mi_assert_internal(mi_page_heap(page) == NULL || mi_page_heap(page)->thread_id == _mi_thread_id())
 
@@ -72,8 +75,8 @@ void mi_free(void* p) mi_attr_noexcept {
     return;
   }
   mi_page_t* const page = _mi_segment_slice_of(segment, p);   // (a large page's continuation slice: flags != 0)
-  const uintptr_t tid = _mi_thread_id();
-  if (mi_likely(tid == mi_atomic_load_relaxed(&segment->thread_id) && mi_page_flags(page) == 0)) {
+  const uintptr_t heap = (uintptr_t)mi_get_default_heap();
+  if (mi_likely(heap == mi_atomic_load_relaxed(&page->xheap) && mi_page_flags(page) == 0)) {
     mi_block_t* const block = (mi_block_t*)p;
     mi_assert_local_page(page);
     if (mi_unlikely(!mi_free_check_fast(page, block))) {   // (checked builds; the generic path reports)
