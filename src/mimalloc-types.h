@@ -229,6 +229,14 @@
 #define MiB     (KiB*KiB)
 #define GiB     (MiB*KiB)
 
+// A structure that starts a cache line (and fills whole ones).
+#define MI_CACHE_LINE  (64)
+#if defined(_MSC_VER)
+  #define mi_decl_cache_aligned  __declspec(align(64))
+#else
+  #define mi_decl_cache_aligned  __attribute__((aligned(MI_CACHE_LINE)))
+#endif
+
 // ------------------------------------------------------
 // Main constants
 // ------------------------------------------------------
@@ -367,14 +375,18 @@ typedef _Atomic(uint8_t) mi_page_flags_t;
 
 // A page: a run of equal-sized blocks inside a segment. 64 bytes on 64-bit in
 // release builds; 88 with the block area's start and the free-list keys
-// (secure and debug builds).
+// (secure and debug builds), padded to 128. Aligned to a cache line: the
+// pages of one segment belong to different threads (segments are shared),
+// and each thread writes its page's descriptor on every malloc and free;
+// descriptors that shared a line made two threads' fast paths fight over it
+// (`sh6bench 2` took 3x as long, `larson 2` 2.5x).
 // Invariants (owner thread's view, after collecting thread_free):
 //   used + |free| + |local_free| == capacity <= reserved;
 //   used counts blocks handed out (including those sitting in thread_free);
 //   used == 0 means every block is free (only reliable after a collect).
 // Only the owner touches free, local_free, used, capacity and the queue links;
 // other threads only CAS xthread_free and read xheap / xblock_size.
-typedef struct mi_page_s {
+typedef struct mi_decl_cache_aligned mi_page_s {
   // segment-level state
   uint8_t  segment_idx;         // index of this page in segment->pages
   uint8_t  segment_in_use:1;    // claimed by a heap (else available in its segment)
@@ -412,9 +424,8 @@ typedef struct mi_page_s {
 } mi_page_t;
 
 typedef enum mi_page_kind_e {
-  MI_PAGE_SMALL,    // 64 KiB pages, blocks <= 16 KiB
-  MI_PAGE_LARGE,    // pages of 64 KiB slices (segment.c): one block of 128 KiB-2 MiB, or four or more of 16-128 KiB
-  MI_PAGE_HUGE      // one page of any size holding one block
+  MI_PAGE_LARGE = 1,  // pages of 64 KiB slices (segment.c): one slice of blocks <= 16 KiB, four or more blocks of 16-128 KiB, or one block of 128 KiB-2 MiB
+  MI_PAGE_HUGE        // one page of any size holding one block
 } mi_page_kind_t;
 
 // ------------------------------------------------------
@@ -446,7 +457,8 @@ typedef struct mi_memid_s {
 // written only while holding trim_lock (the owner takes it around claims,
 // clears and purges of pages; any thread's trim around its purge).
 // (Packed so that a huge segment's header stays within 256 bytes in release
-// builds: the big-alignment offsets depend on it.)
+// builds, its page descriptor included: the big-alignment offsets depend on
+// it. The descriptors start at a cache line: 192 bytes in.)
 typedef struct mi_segment_s {
   mi_memid_t memid;             // where the memory came from
   size_t     mem_size;          // bytes mapped (>= segment_size for big-aligned segments)
@@ -619,15 +631,15 @@ typedef struct mi_segment_purge_list_s {
 } mi_segment_purge_list_t;
 
 typedef struct mi_segments_tld_s {
-  mi_segment_queue_t    small_free;    // small segments with an unused page
   mi_segment_queue_t    large_free;    // large segments with an unused slice
   mi_segment_purge_list_t purge;       // owned segments with unused pages waiting for their purge
   size_t count;                        // segments owned
   size_t peak_count;
   size_t current_size;                 // bytes of segments owned
   size_t peak_size;
-  mi_segment_t* cache;                 // freed segments kept for reuse (segment_cache option)
-  size_t cache_count;
+  mi_page_t* stash;                    // empty small pages of shared segments kept for this thread's next pages (links next)
+  size_t stash_count;
+  int64_t stash_expire;                // when the stash goes back to the shared segments (ms; 0: empty)
   size_t region_cursor;                // where this thread last found region space
   size_t reclaim_cursor;               // where the abandoned-segment scan continues
   bool   ending;                       // the thread is ending: the segments it empties go to the region under the exit budget

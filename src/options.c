@@ -71,11 +71,11 @@ static mi_option_desc_t options[_mi_option_last] = {
   { 0, MI_UNINIT, MI_OPTION(reset_decommits), MI_BOOL },      // purge the free pages of live segments by decommit instead of MADV_DONTNEED
   { 0, MI_UNINIT, MI_OPTION(large_os_pages), MI_BOOL },       // use 2 MiB OS pages where possible
   { 0, MI_UNINIT, MI_OPTION(reserve_huge_os_pages), MI_COUNT },// GiBs of huge OS pages reserved at load (1 GiB pages, else 2 MiB), used first
-  { 0, MI_UNINIT, MI_OPTION(segment_cache), MI_COUNT },       // per-thread segment cache size
+  { 0, MI_UNINIT, MI_OPTION(segment_cache), MI_COUNT },       // emptied segments kept whole for reuse
   { 1, MI_UNINIT, MI_OPTION(page_reset), MI_BOOL },           // purge free pages after reset_delay
-  { 0, MI_UNINIT, MI_OPTION(abandoned_page_reset), MI_BOOL }, // purge free pages of abandoned segments at once, not after the delay
+  { 0, MI_UNINIT, MI_OPTION(abandoned_page_reset), MI_BOOL }, // a thread that ends purges the shared segments' free pages at once
   { 0, MI_UNINIT, MI_OPTION(segment_reset), MI_BOOL },        // purge freed segments now (no delay)
-  { 1, MI_UNINIT, MI_OPTION(eager_commit_delay), MI_COUNT },  // first N segments commit page by page
+  { 1, MI_UNINIT, MI_OPTION(eager_commit_delay), MI_COUNT },  // the process's first N segments commit page by page
   { 100, MI_UNINIT, MI_OPTION(reset_delay), MI_RANGE(0, (long)MI_PURGE_DELAY_MAX) }, // milliseconds before a purge
   { 0, MI_UNINIT, MI_OPTION(use_numa_nodes), MI_RANGE(0, 1024) },       // NUMA nodes to use (0: detect); regions prefer the creating thread's node
   { 100, MI_UNINIT, MI_OPTION(os_tag), MI_RANGE(100, 255) },            // macOS VM tag: no effect on Linux (as in 1.6)

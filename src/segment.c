@@ -1,14 +1,15 @@
 /* ----------------------------------------------------------------------------
-  segment.c -- segments: 4 MiB aligned containers of pages owned by a thread.
+  segment.c -- segments: 4 MiB aligned containers of pages.
 
-  A segment holds 64 small pages, pages carved from 64 slices of 64 KiB (a
-  run of slices per page: one large block, or a few medium ones; "Large
-  pages" below), or one huge page (then the segment is as big as the block
-  needs). Small segments with an unused page sit in the thread's
-  free-segment queue; a page request takes the first such segment and claims
-  an unused page (one whose purge is pending first). Segments of slices are
-  shared by all threads: a request for a page of medium or large blocks
-  takes a run of free slices in any of them ("Shared large segments" below).
+  A segment is 64 slices of 64 KiB, or one huge page (then the segment is as
+  big as the block needs). The segments of slices are shared by all threads
+  ("Shared segments" below): a page is a run of free slices, one slice for
+  small blocks, a few for medium ones, as many as its block needs for a large
+  one ("Large pages" below); a page request takes the fitting run with the
+  most resident slices in any shared segment, under one process-wide lock. A
+  thread keeps a few of the small pages it empties for its next small pages
+  ("The page stash"). A thread owns segments of its own only for the huge
+  blocks, and for the pages a signal handler of the lock's holder needs.
 
   Pages given back to a segment wait for a *delayed purge*: after
   `reset_delay` ms their memory is purged, unless they are claimed again
@@ -17,7 +18,9 @@
   adjacent pages (see "Page purge" below). An alternative rejected: one timer
   per page in a per-thread queue (one madvise per page).
 
-  When a thread ends, the still-used pages of its segments are abandoned.
+  When a thread ends, its pages of small and medium blocks in use wait on a
+  list of their size class for a thread that adopts them ("Abandoned pages").
+  The rest of this paragraph is about the segments a thread owns.
   A segment with only abandoned pages is *abandoned*: owner id 0 and, if it
   lives in a region, its bit set in the abandoned set (abandoned.c). Clearing
   that bit is the claim token (`_mi_abandoned_claim`); a segment outside
@@ -61,10 +64,6 @@ static bool mi_segment_queue_contains(const mi_segment_queue_t* queue, const mi_
 }
 #endif
 
-static bool mi_segment_queue_is_empty(const mi_segment_queue_t* queue) {
-  return (queue->first == NULL);
-}
-
 static void mi_segment_queue_remove(mi_segment_queue_t* queue, mi_segment_t* segment) {
   mi_assert_expensive(mi_segment_queue_contains(queue, segment));
   if (segment->prev != NULL) segment->prev->next = segment->next;
@@ -89,7 +88,6 @@ static void mi_segment_enqueue(mi_segment_queue_t* queue, mi_segment_t* segment)
 }
 
 static mi_segment_queue_t* mi_segment_free_queue_of_kind(mi_page_kind_t kind, mi_segments_tld_t* tld) {
-  if (kind == MI_PAGE_SMALL) return &tld->small_free;
   if (kind == MI_PAGE_LARGE) return &tld->large_free;
   return NULL;
 }
@@ -161,8 +159,9 @@ static size_t mi_segment_page_size(const mi_segment_t* segment) {
 }
 
 // ---------------------------------------------------------------------------
-// Large pages: a large segment is 64 slices of 64 KiB, and a large page (one
-// block) is a run of as many adjacent slices as its block needs. The run's
+// Large pages: a segment of slices is 64 slices of 64 KiB, and a page is a
+// run of adjacent slices: one for small blocks, enough for four (or more)
+// medium blocks, or as many as a large block needs. The run's
 // first descriptor is the page; the others are continuations: in use (their
 // bits in free_mask are clear), MI_PAGE_CONTINUATION in their flags, and the
 // distance back to the first in their `capacity` (_mi_slice_page). Free
@@ -201,6 +200,7 @@ static size_t mi_slice_page_align(size_t block_size) {
 // page at the end. Derived from the block size alone: every path that frees,
 // purges or walks a run finds its length again.
 static size_t mi_segment_run_slices(const mi_segment_t* segment, size_t idx, size_t block_size) {
+  if (block_size <= MI_SMALL_OBJ_SIZE_MAX) return 1;
   const size_t run_start = idx * MI_SLICE_SIZE;
   size_t start = (idx == 0 ? segment->segment_info_size : run_start);   // (offsets in the segment)
   if (block_size <= MI_MEDIUM_OBJ_SIZE_MAX) start = _mi_align_up(start, mi_slice_page_align(block_size));
@@ -215,6 +215,14 @@ static bool mi_segment_large_find_run_resident(const mi_segment_t* segment, size
   mi_assert_internal(segment->page_kind == MI_PAGE_LARGE);
   const uint64_t free = segment->free_mask;
   const size_t n = mi_segment_run_slices(segment, 1, block_size);
+  if (n == 1 && mi_segment_run_slices(segment, 0, block_size) == 1) {
+    // one slice (small blocks): a resident one if any, the lowest
+    if (free == 0) return false;
+    const uint64_t pending = free & segment->purge_mask;
+    *first = mi_ctz(pending != 0 ? pending : free);
+    *resident = (pending != 0 ? 1 : 0);
+    return true;
+  }
   uint64_t starts = free;   // bit i: slices i .. i+n-1 are free
   for (size_t k = 1; k < n && starts != 0; k++) starts &= (free >> k);
   if ((starts & 1) != 0) {
@@ -285,13 +293,13 @@ uint8_t* _mi_segment_page_start(const mi_segment_t* segment, const mi_page_t* pa
       p += segment->segment_info_size;
       psize -= segment->segment_info_size;
     }
-    // the first block's alignment: a multiple of the block size in a small
-    // segment (page 0 only: the others are), of its largest power of two in a
-    // page of medium blocks in slices
+    // the first block's alignment: a multiple of the block size in a page of
+    // small blocks (slice 0 only: the others are), of its largest power of two
+    // in a page of medium blocks
     size_t align = 0;
-    if (block_size > 0 && block_size < MI_HUGE_BLOCK_SIZE) {
-      if (segment->page_kind == MI_PAGE_SMALL) align = (page->segment_idx == 0 ? block_size : 0);
-      else if (segment->page_kind == MI_PAGE_LARGE && block_size <= MI_MEDIUM_OBJ_SIZE_MAX) align = mi_slice_page_align(block_size);
+    if (block_size > 0 && segment->page_kind == MI_PAGE_LARGE) {
+      if (block_size <= MI_SMALL_OBJ_SIZE_MAX) align = (page->segment_idx == 0 ? block_size : 0);
+      else if (block_size <= MI_MEDIUM_OBJ_SIZE_MAX) align = mi_slice_page_align(block_size);
     }
     if (align > 0) {
       const size_t adjust = (align - ((uintptr_t)p % align)) % align;
@@ -367,9 +375,27 @@ static void mi_segment_run_guard(mi_segment_t* segment, size_t first, size_t n) 
   #endif
 }
 
+// A slice inside a run (not its last) whose memory was not committed: the
+// place of its guard is inside the run's block area, and must be committed
+// too unless a guard sits there (then the run lifts it). (A lazily committed
+// segment, or a decommitting purge, left that OS page inaccessible: a run of
+// slices then had a hole where a block's tail went.)
+static bool mi_segment_guard_place_commit(mi_segment_t* segment, size_t idx) {
+  #if MI_SECURE_PAGE_GUARDS
+  if (segment->mem_is_pinned || (mi_atomic_load_relaxed(&segment->guard_mask) & ((uint64_t)1 << idx)) != 0) return true;
+  size_t psize;
+  uint8_t* start = _mi_segment_page_start(segment, &segment->pages[idx], 0, &psize, NULL);
+  bool is_zero = false;
+  return _mi_os_commit(start + psize, mi_segment_guard_size(), &is_zero);
+  #else
+  (void)segment; (void)idx;
+  return true;
+  #endif
+}
+
 // Bytes of header + page descriptors (+ guard), and the total segment size.
 static size_t mi_segment_size(size_t capacity, size_t required, size_t* info_size) {
-  const size_t minsize = sizeof(mi_segment_t) + ((capacity - 1) * sizeof(mi_page_t)) + 16;
+  const size_t minsize = offsetof(mi_segment_t, pages) + (capacity * sizeof(mi_page_t));
   const size_t guard = mi_segment_guard_size();
   const size_t isize = (guard > 0 ? _mi_align_up(minsize, guard) + guard : _mi_align_up(minsize, 16 * MI_MAX_ALIGN_SIZE));
   if (info_size != NULL) *info_size = isize;
@@ -669,6 +695,7 @@ static void mi_shared_note_expire(int64_t expire);
 static void mi_shared_page_free(mi_page_t* page, mi_segments_tld_t* tld);
 static void mi_shared_try_purge(int64_t now, bool force);
 static void mi_shared_try_sweep(void);
+static bool mi_page_stash_push(mi_segment_t* segment, mi_page_t* page, mi_segments_tld_t* tld);
 static _Atomic(int64_t) mi_shared_purge_next;   // earliest pending page purge of the shared large segments (0: none)
 
 static _Atomic(int64_t) mi_abandoned_sweep_expire;   // when the next sweep is due (0: none pending)
@@ -829,12 +856,20 @@ static bool mi_segment_exit_over_budget(const mi_segments_tld_t* tld) {
   return (tld->ending && _mi_region_resident_free_above(MI_EXIT_RESIDENT_MAX));
 }
 
-static bool mi_segment_cache_push(mi_segment_t* segment, mi_segments_tld_t* tld) {
-  if (segment->page_kind == MI_PAGE_HUGE || segment->mem_is_pinned) return false;
+// (the cache and the counts below: under the shared lock)
+static mi_segment_t* mi_shared_cache;        // empty shared segments kept (links next)
+static size_t mi_shared_cache_count;
+static size_t mi_shared_count;               // shared segments now (cached ones included)
+static size_t mi_shared_peak;
+static size_t mi_shared_made;                // shared segments ever made (eager_commit_delay)
+
+static bool mi_segment_cache_push(mi_segment_t* segment) {
+  mi_assert_internal(segment->shared && segment->used == 0);
+  if (segment->mem_is_pinned) return false;
   const size_t option = (size_t)mi_option_get(mi_option_segment_cache);
   if (option == 0) return false;
-  const size_t max = 1 + (tld->peak_count / 8);
-  if (tld->cache_count >= option || tld->cache_count >= max) return false;
+  const size_t max = 1 + (mi_shared_peak / 8);
+  if (mi_shared_cache_count >= option || mi_shared_cache_count >= max) return false;
   if (!segment->mem_is_committed) return false;
   const bool locked = mi_segment_lock(segment);   // (a trim may purge it while it waits here)
   for (size_t i = 0; i < segment->capacity; i++) {
@@ -849,70 +884,50 @@ static bool mi_segment_cache_push(mi_segment_t* segment, mi_segments_tld_t* tld)
     if (page->is_purged) { mi_page_unpurge_stat(segment, page); page->is_purged = false; }
   }
   mi_segment_unlock(segment, locked);
-  segment->next = tld->cache;
+  segment->next = mi_shared_cache;
   segment->prev = NULL;
-  tld->cache = segment;
-  tld->cache_count++;
-  mi_stat_increase(&_mi_segments_tld_stats(tld), segments_cached, 1);
+  mi_shared_cache = segment;
+  mi_shared_cache_count++;
+  mi_stat_increase(NULL, segments_cached, 1);
   return true;
 }
 
-static mi_segment_t* mi_segment_cache_pop(mi_segments_tld_t* tld) {
-  mi_segment_t* segment = tld->cache;
+static mi_segment_t* mi_segment_cache_pop(void) {
+  mi_segment_t* segment = mi_shared_cache;
   if (segment == NULL) return NULL;
-  tld->cache = segment->next;
-  tld->cache_count--;
+  mi_shared_cache = segment->next;
+  mi_shared_cache_count--;
   segment->next = NULL;
-  mi_stat_decrease(&_mi_segments_tld_stats(tld), segments_cached, 1);
+  mi_stat_decrease(NULL, segments_cached, 1);
   return segment;
-}
-
-static void mi_segment_cache_flush(mi_segments_tld_t* tld) {
-  mi_segment_t* segment;
-  while ((segment = mi_segment_cache_pop(tld)) != NULL) {
-    mi_segment_os_free(segment, mi_segment_exit_over_budget(tld), &_mi_segments_tld_stats(tld));
-  }
 }
 
 // ---------------------------------------------------------------------------
 // Guards left in a region block (secure builds): a segment freed whole into
 // its region block leaves its guard pages in place and says so in the
 // block's word (region.c keeps one word per block for its next user): the
-// next segment of the same page kind there keeps them (no mprotect; thread
-// churn built and freed segments, and their guards, all the time), another
-// one removes them in one call. The word: bit 63 for a small segment, with
-// bits 0..62 for its pages 0..62 whose end guard is installed (page 63's
-// comes with the segment); else bit 61 for a segment of slices, with bits 0..60 for its slices
-// whose end guard is installed (a guard after slice 61 or 62 cannot be told:
-// such a segment leaves none); 0: no guards.
+// next segment of slices there keeps them (no mprotect; thread churn built
+// and freed segments, and their guards, all the time), a huge one removes
+// them in one call. The word: bit 63, with bits 0..62 for the slices 0..62
+// whose end guard is installed (slice 63's comes with the segment); 0: no
+// guards. (Until small pages became slices, bit 63 meant a segment of small
+// pages and bit 61 one of slices, which could not tell slices 61 and 62.)
 // ---------------------------------------------------------------------------
 
-#define MI_GUARD_WORD_SMALL   ((uint64_t)1 << 63)
-#define MI_GUARD_WORD_LARGE   ((uint64_t)1 << 61)
+#define MI_GUARD_WORD_SLICES  ((uint64_t)1 << 63)
 
 static uint64_t mi_segment_guard_word(const mi_segment_t* segment) {
-  if (!segment->guarded) return 0;
-  const uint64_t mask = mi_atomic_load_relaxed(&segment->guard_mask);
-  switch (segment->page_kind) {
-    case MI_PAGE_SMALL:  return MI_GUARD_WORD_SMALL | (mask & (MI_GUARD_WORD_SMALL - 1));
-    case MI_PAGE_LARGE:  return ((mask & ~(MI_GUARD_WORD_LARGE - 1) & ~MI_GUARD_WORD_SMALL) != 0 ? 0 : MI_GUARD_WORD_LARGE | (mask & (MI_GUARD_WORD_LARGE - 1)));
-    default:             return 0;   // (huge segments span other sizes: they leave none)
-  }
+  if (!segment->guarded || segment->page_kind != MI_PAGE_LARGE) return 0;   // (huge segments span other sizes: they leave none)
+  return MI_GUARD_WORD_SLICES | (mi_atomic_load_relaxed(&segment->guard_mask) & (MI_GUARD_WORD_SLICES - 1));
 }
 
 // Do the guards a word describes serve a segment of `kind`? `*mask`: its
-// pages whose guard is installed (0 when they do not serve).
+// slices whose guard is installed (0 when they do not serve).
 static bool mi_segment_guard_word_serves(uint64_t word, mi_page_kind_t kind, uint64_t* mask) {
   *mask = 0;
-  if (kind == MI_PAGE_SMALL && (word & MI_GUARD_WORD_SMALL) != 0) {
-    *mask = word & (MI_GUARD_WORD_SMALL - 1);
-    return true;
-  }
-  if (kind == MI_PAGE_LARGE && (word >> 61) == 1) {
-    *mask = word & (MI_GUARD_WORD_LARGE - 1);
-    return true;
-  }
-  return false;
+  if (kind != MI_PAGE_LARGE || (word & MI_GUARD_WORD_SLICES) == 0) return false;
+  *mask = word & (MI_GUARD_WORD_SLICES - 1);
+  return true;
 }
 
 // ---------------------------------------------------------------------------
@@ -936,19 +951,19 @@ typedef struct mi_segment_mem_s {
 // where in it the alignment falls), or a region block. Guards an earlier
 // segment left there are kept when they serve this page kind, else removed.
 // At least the header (`info_size`) is committed.
-static bool mi_segment_mem_alloc(size_t segment_size, size_t info_size, mi_page_kind_t page_kind, bool commit, bool allow_pinned,
+static bool mi_segment_mem_alloc(size_t segment_size, size_t info_size, mi_page_kind_t page_kind, bool commit, bool allow_pinned, bool shared,
                                  size_t page_alignment, size_t os_offset, mi_segment_mem_t* mem, mi_segments_tld_t* tld) {
   memset(mem, 0, sizeof(*mem));
   uint64_t word = 0;
   mi_segment_t* cached;
-  if (page_kind != MI_PAGE_HUGE && (cached = mi_segment_cache_pop(tld)) != NULL) {
-    // a cached segment of this thread: committed, not known zero
+  if (shared && (cached = mi_segment_cache_pop()) != NULL) {
+    // a cached shared segment (under the shared lock): committed, not known zero
     word = mi_segment_guard_word(cached);
     mem->start = (uint8_t*)cached;
     mem->memid = cached->memid;
     mem->size = cached->mem_size;
     mem->committed = true;
-    mi_stat_decrease(&_mi_segments_tld_stats(tld), segments, 1);   // counted again in mi_segment_init
+    mi_stat_decrease(NULL, segments, 1);   // counted again in mi_segment_init
     _mi_segment_map_freed_at(cached);   // (waits for a trim that holds it: then it is ours alone)
     for (uint64_t m = cached->trim_purged; m != 0; m &= m - 1) mi_page_unpurge_stat(cached, &cached->pages[mi_ctz(m)]);
   }
@@ -1053,13 +1068,15 @@ static mi_segment_t* mi_segment_alloc(size_t required, mi_page_kind_t page_kind,
     segment_size = (guard > 0 ? _mi_align_up(block_ofs + required + guard, guard) : _mi_align_up(block_ofs + required, MI_HUGE_SEGMENT_ROUND));
     os_offset = (ptr_ofs + align_offset) % page_alignment;   // a multiple of the segment size (modulo 2^64: any offset)
   }
-  // commit policy: a thread's first small segments may commit page by page
-  const bool eager_delayed = (page_kind == MI_PAGE_SMALL && tld->count < (size_t)mi_option_get(mi_option_eager_commit_delay));
+  // commit policy: the process's first shared segments (a thread's first own
+  // ones) may commit page by page
+  const size_t made = (shared ? mi_shared_made : tld->count);
+  const bool eager_delayed = (page_kind != MI_PAGE_HUGE && made < (size_t)mi_option_get(mi_option_eager_commit_delay));
   const bool eager = !eager_delayed && (mi_option_get(mi_option_eager_commit) != 0);
-  const bool commit = eager || (page_kind >= MI_PAGE_LARGE);
+  const bool commit = eager || (page_kind == MI_PAGE_HUGE);
   const bool allow_pinned = !MI_SECURE_GUARDS && !eager_delayed;   // pinned large/huge OS pages (secure: guards need mprotect)
   mi_segment_mem_t mem;
-  if (!mi_segment_mem_alloc(segment_size, info_size, page_kind, commit, allow_pinned, page_alignment, os_offset, &mem, tld)) return NULL;
+  if (!mi_segment_mem_alloc(segment_size, info_size, page_kind, commit, allow_pinned, shared, page_alignment, os_offset, &mem, tld)) return NULL;
   return mi_segment_init(&mem, page_kind, page_shift, capacity, segment_size, info_size,
                          (block_ofs != 0 ? mem.start + block_ofs : NULL), shared, tld);
 }
@@ -1126,9 +1143,6 @@ static void mi_segment_free(mi_segment_t* segment, bool force, mi_segments_tld_t
   mi_segment_purge_clear(segment, tld);
   mi_segment_remove_from_free_queue(segment, tld);
   mi_segments_track_size(-((long)segment->segment_size), tld);
-  // (a cached segment keeps its guards: it most often serves the same page
-  // kind again; mi_segment_alloc moves them when it does not)
-  if (!force && mi_segment_cache_push(segment, tld)) return;
   if (!force && mi_segment_exit_over_budget(tld)) force = true;
   mi_segment_os_free(segment, force, &_mi_segments_tld_stats(tld));
   _mi_region_try_purge();
@@ -1156,7 +1170,8 @@ static bool mi_segment_page_claim(mi_segment_t* segment, mi_page_t* page, size_t
   bool zero = true;
   for (size_t i = first; i < first + n; i++) {
     mi_page_t* slice = &segment->pages[i];
-    if (!mi_page_unpurge(segment, slice)) {
+    const bool was_committed = slice->is_committed;
+    if (!mi_page_unpurge(segment, slice) || (!was_committed && i + 1 < first + n && !mi_segment_guard_place_commit(segment, i))) {
       mi_segment_purge_add(segment, run, ptld);   // (those it made resident again)
       mi_segment_unlock(segment, locked);
       return false;
@@ -1182,25 +1197,8 @@ static bool mi_segment_page_claim(mi_segment_t* segment, mi_page_t* page, size_t
   return true;
 }
 
-// A free page of the segment: one whose purge is still pending first (its
-// memory is resident: no page faults), else the first free one.
-static mi_page_t* mi_segment_find_free(mi_segment_t* segment, mi_segments_tld_t* tld) {
-  mi_assert_internal(mi_segment_has_free(segment));
-  if (segment->purge_mask != 0) {
-    mi_page_t* page = &segment->pages[mi_ctz(segment->purge_mask)];
-    mi_assert_internal(!page->segment_in_use);
-    return (mi_segment_page_claim(segment, page, 1, tld) ? page : NULL);
-  }
-  mi_page_t* page = &segment->pages[mi_ctz(segment->free_mask)];
-  return (mi_segment_page_claim(segment, page, 1, tld) ? page : NULL);
-}
-
-// Clear a page that is no longer used and queue it for a delayed purge.
-static void mi_segment_page_clear(mi_segment_t* segment, mi_page_t* page, mi_segments_tld_t* tld) {
-  mi_assert_internal(page->segment_in_use);
-  mi_assert_internal(mi_page_all_free(page));
-  mi_stats_t* stats = (tld != NULL ? &_mi_segments_tld_stats(tld) : NULL);   // NULL: abandoned segment
-  mi_stat_decrease(stats, pages, 1);
+// The statistics of a page's blocks go (the page is emptied).
+static void mi_segment_page_uncount(mi_segment_t* segment, mi_page_t* page, mi_stats_t* stats) {
   if (page->capacity > 0) {
     size_t psize;
     _mi_page_start(segment, page, &psize);
@@ -1209,18 +1207,31 @@ static void mi_segment_page_clear(mi_segment_t* segment, mi_page_t* page, mi_seg
     if (stats != NULL) mi_stat_touched_update(stats, -amount);
     else mi_stat_decrease(NULL, touched, amount);
   }
+}
+
+// A fresh descriptor: zero but the segment-level fields before `capacity`.
+static void mi_page_descriptor_reset(mi_page_t* page) {
+  page->is_zero_init = false;
+  page->retire_counted = false;
+  const size_t ofs = offsetof(mi_page_t, capacity);
+  memset((uint8_t*)page + ofs, 0, sizeof(*page) - ofs);
+}
+
+// Clear a page that is no longer used and queue it for a delayed purge.
+static void mi_segment_page_clear(mi_segment_t* segment, mi_page_t* page, mi_segments_tld_t* tld) {
+  mi_assert_internal(page->segment_in_use);
+  mi_assert_internal(mi_page_all_free(page));
+  mi_stats_t* stats = (tld != NULL ? &_mi_segments_tld_stats(tld) : NULL);   // NULL: abandoned segment
+  mi_stat_decrease(stats, pages, 1);
+  mi_segment_page_uncount(segment, page, stats);
   const size_t first = page->segment_idx;
   const size_t n = mi_segment_page_slices(segment, page);   // (a large page: its continuations go too)
   const uint64_t run = mi_bit_mask(n, first);
   const bool locked = mi_segment_lock(segment);
   for (size_t i = first; i < first + n; i++) {
     mi_page_t* slice = &segment->pages[i];
-    slice->is_zero_init = false;
-    slice->retire_counted = false;
+    mi_page_descriptor_reset(slice);
     slice->segment_in_use = false;
-    // zero the descriptor except the segment-level fields before `capacity`
-    const size_t ofs = offsetof(mi_page_t, capacity);
-    memset((uint8_t*)slice + ofs, 0, sizeof(*slice) - ofs);
   }
   segment->used--;
   segment->free_mask |= run;
@@ -1232,6 +1243,7 @@ void _mi_segment_page_free(mi_page_t* page, bool force, mi_segments_tld_t* tld) 
   mi_segment_t* segment = _mi_page_segment(page);
   mi_segments_purge_due(tld, false);
   if (segment->shared) {
+    if (!force && mi_page_stash_push(segment, page, tld)) return;
     mi_shared_page_free(page, tld);
     return;
   }
@@ -1624,28 +1636,30 @@ void _mi_abandoned_reclaim_all(mi_heap_t* heap, mi_segments_tld_t* tld) {
 }
 
 // ---------------------------------------------------------------------------
-// Shared large segments
+// Shared segments
 //
-// Large pages (one block of 128 KiB - 2 MiB each, a run of 64 KiB slices)
-// come from large segments that no thread owns: any thread claims a run in
-// any of them, and the slices of a large page given back are free for every
-// thread at once (resident until their purge delay ends). Large segments of
-// their own left a thread's free runs where only that thread could use them:
-// a thread that ended left them to be purged, and the threads that followed
-// faulted in runs of their own (docs/design.md, "Shared large segments").
+// Pages of small, medium and large blocks (runs of 64 KiB slices) come from
+// segments that no thread owns: any thread claims a run in any of them, and
+// the slices of a page given back are free for every thread and every size
+// at once (resident until their purge delay ends). Segments of their own
+// left a thread's free pages where only that thread could use them: a thread
+// that ended left them to be purged, and the threads that followed faulted
+// in pages of their own (docs/design.md, "Shared large segments" and "Small
+// pages in the shared segments").
 // The slices of the shared segments change under one process-wide lock (a
-// large block is at least 128 KiB: the lock costs little against touching
-// it); the segments' own trim locks are taken inside it as in any segment.
-// A page in a shared segment belongs to the heap that holds it, like every
-// page: its heap's thread retires, frees and abandons it. The segment's
-// owner id is MI_THREAD_ID_SHARED, which no thread has, so every free of a
-// large block takes the generic path: a free into a page of the thread's
-// default heap is local, any other goes to the page's thread_free (or its
-// heap's delayed list) as a remote free, and a page abandoned by a thread
-// that ended (no heap) is given back by whoever frees its block. A signal
-// handler that interrupts the lock's holder: a large block it allocates
-// comes from the thread's own large segments (as before), a page it gives
-// back waits on a lock-free list for the lock's next holder.
+// claim or release per 64 KiB page at least, and threads keep a stash of
+// empty small pages); the segments' own trim locks are taken inside it as in
+// any segment. A page in a shared segment belongs to the heap that holds it,
+// like every page: its heap's thread allocates from it, retires, frees and
+// abandons it, and `free`'s fast path compares the page's heap with the
+// thread's default heap. The segment's owner id is MI_THREAD_ID_SHARED,
+// which no thread has: a free into a page of another of the thread's heaps
+// is local on the generic path, any other goes to the page's thread_free (or
+// its heap's delayed list) as a remote free, and a large page abandoned by a
+// thread that ended (no heap) is given back by whoever frees its block. A
+// signal handler that interrupts the lock's holder: a page it needs comes
+// from the thread's own segments of slices, a page it gives back waits on a
+// lock-free list for the lock's next holder.
 // ---------------------------------------------------------------------------
 
 static _Atomic(uintptr_t) mi_shared_lock;          // the holder's thread id, 0: free
@@ -1696,14 +1710,21 @@ static void mi_shared_release(void) {
   }
 }
 
-static void mi_shared_segment_free(mi_segment_t* segment, mi_stats_t* stats) {
+// An empty shared segment leaves the list (under the lock): into the cache
+// (option segment_cache), else back to its region, where it waits for its
+// delay, unless a thread that ends empties it while the regions hold more
+// than the exit budget of freed resident memory (then it is purged now).
+static void mi_shared_segment_free(mi_segment_t* segment, mi_segments_tld_t* tld) {
   mi_assert_internal(segment->used == 0 && segment->shared);
   if (segment->prev != NULL) segment->prev->next = segment->next;
   else mi_shared_first = segment->next;
   if (segment->next != NULL) segment->next->prev = segment->prev;
   segment->next = segment->prev = NULL;
   mi_segment_purge_clear(segment, NULL);
-  mi_segment_os_free(segment, false, stats);
+  mi_shared_count--;
+  const bool purge_now = (tld != NULL && mi_segment_exit_over_budget(tld));
+  if (!purge_now && mi_segment_cache_push(segment)) return;
+  mi_segment_os_free(segment, purge_now, (tld != NULL ? &_mi_segments_tld_stats(tld) : NULL));
 }
 
 // Give a page's slices back (under the lock); an empty segment goes back to
@@ -1712,9 +1733,7 @@ static void mi_shared_page_clear(mi_page_t* page, mi_segments_tld_t* tld) {
   mi_segment_t* const segment = _mi_page_segment(page);
   mi_segment_page_clear(segment, page, tld);
   if (segment->purge_expire != 0) mi_shared_note_expire(segment->purge_expire);
-  if (segment->used == 0) {
-    mi_shared_segment_free(segment, (tld != NULL ? &_mi_segments_tld_stats(tld) : NULL));
-  }
+  if (segment->used == 0) mi_shared_segment_free(segment, tld);
 }
 
 static void mi_shared_leave(void) {
@@ -1727,6 +1746,14 @@ static void mi_shared_leave(void) {
     page = next;
   }
   mi_shared_release();
+}
+
+// The cached shared segments go back to their regions (a forced collection).
+static void mi_shared_cache_flush(void) {
+  if (!mi_shared_enter()) return;
+  mi_segment_t* segment;
+  while ((segment = mi_segment_cache_pop()) != NULL) mi_segment_os_free(segment, false, NULL);
+  mi_shared_leave();
 }
 
 // A page of a shared segment is given back (by its heap's thread, or by
@@ -1755,8 +1782,9 @@ void _mi_segment_shared_free_abandoned(mi_page_t* page) {
 }
 
 // ---------------------------------------------------------------------------
-// Abandoned pages of medium blocks (docs/design.md, "Medium blocks in the
-// shared segments"). A page of several blocks whose thread ended with blocks
+// Abandoned pages (docs/design.md, "Medium blocks in the shared segments, and
+// abandoned pages any thread adopts").
+// A page of small or medium blocks whose thread ended with blocks
 // in it waits on the list of its size class (under the shared lock, links
 // next/prev) with no heap. A free into it only pushes the block on its
 // thread_free (free.c) and never touches it again; the lock's holders decide
@@ -1768,6 +1796,7 @@ void _mi_segment_shared_free_abandoned(mi_page_t* page) {
 
 typedef struct mi_page_list_s { mi_page_t* first; mi_page_t* last; } mi_page_list_t;
 static mi_page_list_t mi_shared_abandoned[MI_BIN_HUGE];   // per size class (bin), oldest first
+static _Atomic(size_t) mi_shared_abandoned_count[MI_BIN_HUGE];   // their lengths (written under the lock, read as hints)
 
 // Blocks on the page's thread_free (other threads' frees since its last collect).
 static size_t mi_page_thread_free_count(const mi_page_t* page) {
@@ -1782,7 +1811,9 @@ static size_t mi_page_thread_free_count(const mi_page_t* page) {
 }
 
 static void mi_shared_abandoned_unlink(mi_page_t* page) {
-  mi_page_list_t* const list = &mi_shared_abandoned[_mi_bin(page->xblock_size)];
+  const size_t bin = _mi_bin(page->xblock_size);
+  mi_page_list_t* const list = &mi_shared_abandoned[bin];
+  mi_atomic_store_relaxed(&mi_shared_abandoned_count[bin], mi_atomic_load_relaxed(&mi_shared_abandoned_count[bin]) - 1);
   if (page->prev != NULL) page->prev->next = page->next;
   else list->first = page->next;
   if (page->next != NULL) page->next->prev = page->prev;
@@ -1791,7 +1822,9 @@ static void mi_shared_abandoned_unlink(mi_page_t* page) {
 }
 
 static void mi_shared_abandoned_append(mi_page_t* page) {
-  mi_page_list_t* const list = &mi_shared_abandoned[_mi_bin(page->xblock_size)];
+  const size_t bin = _mi_bin(page->xblock_size);
+  mi_page_list_t* const list = &mi_shared_abandoned[bin];
+  mi_atomic_store_relaxed(&mi_shared_abandoned_count[bin], mi_atomic_load_relaxed(&mi_shared_abandoned_count[bin]) + 1);
   page->next = NULL;
   page->prev = list->last;
   if (list->last != NULL) list->last->next = page;
@@ -1806,6 +1839,11 @@ static void mi_shared_abandoned_give_back(mi_page_t* page, mi_segments_tld_t* tl
   mi_page_set_flag(page, MI_PAGE_HAS_ALIGNED | MI_PAGE_HAS_SAMPLED | MI_PAGE_IN_FULL, false);
   page->used = 0;
   mi_shared_page_clear(page, tld);
+}
+
+// Are pages of this size waiting for an adopter? (a hint: read without the lock)
+static bool mi_shared_abandoned_waiting(size_t block_size) {
+  return (mi_atomic_load_relaxed(&mi_shared_abandoned_count[_mi_bin(block_size)]) != 0);
 }
 
 bool _mi_segment_page_is_shared_multi(const mi_page_t* page) {
@@ -1837,7 +1875,9 @@ void _mi_segment_shared_page_abandon(mi_page_t* page) {
 // (the caller makes it usable outside the lock), the one abandoned longest
 // ago first (most of its blocks had time to come back); the empty ones met
 // on the way go back, full ones go to the end of the list. Looks at a few
-// pages at most.
+// pages at most. (Adopting up to 8 pages at once, so that the frees of a
+// thread into its predecessor's pages of the size stop being remote ones
+// sooner: `churn 32` peaked at 173 MiB instead of 96, `larson 1` no faster.)
 #define MI_SHARED_ADOPT_VISITS  (8)
 
 static mi_page_t* mi_shared_adopt(mi_heap_t* heap, size_t block_size, mi_segments_tld_t* tld) {
@@ -1939,15 +1979,20 @@ static mi_page_t* mi_shared_page_alloc(mi_heap_t* heap, size_t block_size, bool*
       mi_shared_leave();
       return NULL;
     }
-    best->prev = NULL;
-    best->next = mi_shared_first;
-    if (mi_shared_first != NULL) mi_shared_first->prev = best;
-    mi_shared_first = best;
+    mi_shared_made++;
+    if (++mi_shared_count > mi_shared_peak) mi_shared_peak = mi_shared_count;
+    // (at the end: the search meets the older segments' free slices first)
+    mi_segment_t* last = mi_shared_first;
+    while (last != NULL && last->next != NULL) last = last->next;
+    best->next = NULL;
+    best->prev = last;
+    if (last != NULL) last->next = best;
+    else mi_shared_first = best;
   }
   mi_page_t* page = &best->pages[best_first];
   const size_t n = mi_segment_run_slices(best, best_first, block_size);
   if (!mi_segment_page_claim(best, page, n, tld)) {
-    if (best->used == 0) mi_shared_segment_free(best, &_mi_segments_tld_stats(tld));
+    if (best->used == 0) mi_shared_segment_free(best, tld);
     page = NULL;
   }
   mi_shared_leave();
@@ -1957,6 +2002,52 @@ static mi_page_t* mi_shared_page_alloc(mi_heap_t* heap, size_t block_size, bool*
   // it holds this page)
   if (page != NULL) mi_segment_run_guard(best, best_first, n);
   return page;
+}
+
+// ---------------------------------------------------------------------------
+// The page stash. A page of small blocks is one slice of a shared segment, and
+// claiming or giving back one takes the shared lock; a program that empties
+// and refills its pages all the time (`sh6bench 2`: 160 k pages in 0.6 s)
+// took it for each, and its threads fought over the lock and the segment
+// header's lines (1.6x the time). So a thread keeps up to MI_STASH_MAX of the
+// small pages it empties, still claimed in their segments, and takes its next
+// small page of any size there first, without the lock. The stash goes back
+// to the shared segments (where its pages wait for their purge like any free
+// page) a quarter of the purge delay after its first page came, when the
+// thread ends, and on a forced collection; a trim of another thread does not
+// reach it (at most 512 KiB per thread, as its heaps' retired pages).
+// ---------------------------------------------------------------------------
+
+#define MI_STASH_MAX  (8)
+
+static bool mi_page_stash_push(mi_segment_t* segment, mi_page_t* page, mi_segments_tld_t* tld) {
+  if (tld->ending || tld->stash_count >= MI_STASH_MAX) return false;
+  if (!segment->shared || page->xblock_size > MI_SMALL_OBJ_SIZE_MAX) return false;
+  mi_segment_page_uncount(segment, page, &_mi_segments_tld_stats(tld));   // (still counted among the pages)
+  mi_page_descriptor_reset(page);
+  page->next = tld->stash;
+  tld->stash = page;
+  if (tld->stash_count++ == 0) tld->stash_expire = _mi_prim_clock_now() + _mi_purge_delay() / 4;
+  return true;
+}
+
+static mi_page_t* mi_page_stash_pop(mi_segments_tld_t* tld) {
+  mi_page_t* const page = tld->stash;
+  if (page == NULL) return NULL;
+  tld->stash = page->next;
+  page->next = NULL;
+  if (--tld->stash_count == 0) tld->stash_expire = 0;
+  return page;
+}
+
+// The stash goes back to the shared segments (all of it, or when it is due).
+static void mi_page_stash_flush(mi_segments_tld_t* tld, bool force) {
+  if (tld->stash == NULL) return;
+  if (!force && _mi_prim_clock_now() < tld->stash_expire) return;
+  if (!mi_shared_enter()) return;   // (a signal handler of the lock's holder: later)
+  mi_page_t* page;
+  while ((page = mi_page_stash_pop(tld)) != NULL) mi_shared_page_clear(page, tld);
+  mi_shared_leave();
 }
 
 // fork: no thread may be inside the lock while the process forks (the child
@@ -1987,22 +2078,14 @@ static mi_segment_t* mi_segment_reclaim_or_alloc(mi_heap_t* heap, size_t block_s
   return mi_segment_alloc(0, page_kind, page_shift, 0, 0, false, tld);
 }
 
-static mi_page_t* mi_segment_page_alloc(mi_heap_t* heap, size_t block_size, mi_page_kind_t kind,
-                                        size_t page_shift, mi_segments_tld_t* tld) {
-  mi_segment_queue_t* free_queue = mi_segment_free_queue_of_kind(kind, tld);
-  if (mi_segment_queue_is_empty(free_queue)) {
-    mi_segment_t* segment = mi_segment_reclaim_or_alloc(heap, block_size, kind, page_shift, tld);
-    if (segment == NULL) return NULL;
-    if (!mi_segment_is_in_free_queue(segment, tld)) return NULL;
-  }
-  mi_assert_internal(free_queue->first != NULL);
-  return mi_segment_find_free(free_queue->first, tld);
-}
-
 // A page of slices (a large block, or medium ones) from the shared segments.
 // An abandoned page adopted there joins the heap's queue (the caller's retry
 // finds it there: NULL) as the pages of a reclaimed segment do.
 static mi_page_t* mi_segment_slice_page_alloc(mi_heap_t* heap, size_t block_size, mi_segments_tld_t* tld) {
+  if (block_size <= MI_SMALL_OBJ_SIZE_MAX && tld->stash != NULL && (heap->no_reclaim || !mi_shared_abandoned_waiting(block_size))) {
+    // (an abandoned page of the size with room comes first: it has blocks in use)
+    return mi_page_stash_pop(tld);
+  }
   bool nested, adopted;
   mi_page_t* const shared = mi_shared_page_alloc(heap, block_size, &nested, &adopted, tld);
   if (adopted) {
@@ -2127,9 +2210,6 @@ mi_page_t* _mi_segment_page_alloc(mi_heap_t* heap, size_t block_size, size_t pag
   if (mi_unlikely(page_alignment > MI_ALIGNMENT_MAX_IN_SEGMENT)) {
     page = mi_segment_huge_page_alloc(block_size, page_alignment, align_offset, tld);
   }
-  else if (block_size <= MI_SMALL_OBJ_SIZE_MAX) {
-    page = mi_segment_page_alloc(heap, block_size, MI_PAGE_SMALL, MI_SMALL_PAGE_SHIFT, tld);
-  }
   else if (block_size <= MI_LARGE_OBJ_SIZE_MAX) {
     page = mi_segment_slice_page_alloc(heap, block_size, tld);
   }
@@ -2139,6 +2219,7 @@ mi_page_t* _mi_segment_page_alloc(mi_heap_t* heap, size_t block_size, size_t pag
   // (the pages of a shared segment change under other threads: not checked)
   mi_assert_expensive(page == NULL || _mi_page_segment(page)->shared || mi_segment_is_valid(_mi_page_segment(page), tld));
   mi_segments_purge_due(tld, false);
+  mi_page_stash_flush(tld, false);
   _mi_segments_try_purge();
   _mi_region_try_purge();
   return page;
@@ -2158,8 +2239,13 @@ void _mi_segments_collect(bool force, mi_segments_tld_t* tld) {
     mi_segments_try_purge_huge(INT64_MAX);
     mi_shared_try_purge(_mi_prim_clock_now(), true);
   }
+  if (tld->ending && mi_option_is_enabled(mi_option_abandoned_page_reset)) {
+    // the free pages of the shared segments go back now (with those the thread just gave back)
+    mi_shared_try_purge(_mi_prim_clock_now(), true);
+  }
   _mi_segments_try_purge();
-  if (force) mi_segment_cache_flush(tld);
+  mi_page_stash_flush(tld, force || tld->ending);
+  if (force && !tld->ending) mi_shared_cache_flush();
 }
 
 // Big alignments (> MI_ALIGNMENT_MAX_IN_SEGMENT, a multiple of the segment
@@ -2428,12 +2514,10 @@ void _mi_segment_set_owner(mi_segment_t* segment, uintptr_t owner) {
 
 // The segments a thread keeps without pages in its heaps: those in its free
 // queues and purge list have pages in use too (set through the heap), the
-// cached ones have none.
+// segments of the shared cache have no owner.
 void _mi_segments_set_owner(mi_segments_tld_t* tld, uintptr_t owner) {
-  for (mi_segment_t* s = tld->small_free.first; s != NULL; s = s->next) _mi_segment_set_owner(s, owner);
   for (mi_segment_t* s = tld->large_free.first; s != NULL; s = s->next) _mi_segment_set_owner(s, owner);
   for (mi_segment_t* s = tld->purge.first; s != NULL; s = s->purge_next) _mi_segment_set_owner(s, owner);
-  for (mi_segment_t* s = tld->cache; s != NULL; s = s->next) _mi_segment_set_owner(s, owner);
 }
 
 // Is p inside one of our segments? Constant time through the segment map; a

@@ -144,13 +144,13 @@ TEST(Large, BlocksOfAThreadThatEndedGoBackWhenAnotherThreadFreesThem) {
   });
 }
 
-// A thread ends with a medium block in use, and room in its page: the next
-// thread that allocates blocks of that size takes the page over (within a few
-// pages: others of the size may have waited longer), not a heap that may be
-// destroyed, and the block survives both.
-TEST(Medium, APageAThreadLeftServesTheNextThreadsBlocksOfItsSize) {
+// A thread ends with a block in use, and room in its page: the next thread
+// that allocates blocks of that size takes the page over (within a few pages:
+// others of the size may have waited longer), not a heap that may be
+// destroyed, and the block survives both. (Pages of small and medium blocks
+// are slices of segments no thread owns.)
+static void expect_the_next_thread_adopts_the_page(size_t size) {
   LongPurgeDelay delay;
-  constexpr size_t size = 40 * KiB;
   void* kept = nullptr;
   on_fresh_thread([&] {
     kept = opaque(mi_malloc(dyn(size)));
@@ -172,7 +172,8 @@ TEST(Medium, APageAThreadLeftServesTheNextThreadsBlocksOfItsSize) {
     mi_heap_t* const heap = mi_heap_get_default();
     EXPECT_FALSE(mi_heap_contains_block(heap, kept));
     std::vector<void*> again;
-    for (size_t i = 0; i < 16 && !mi_heap_contains_block(heap, kept); i++) {
+    const size_t tries = 16 * (64 * KiB / size + 1);   // (sixteen pages' worth)
+    for (size_t i = 0; i < tries && !mi_heap_contains_block(heap, kept); i++) {
       again.push_back(opaque(mi_malloc(dyn(size))));
       fill_pattern(again.back(), size, (uint8_t)i);
     }
@@ -184,6 +185,15 @@ TEST(Medium, APageAThreadLeftServesTheNextThreadsBlocksOfItsSize) {
   });
   EXPECT_TRUE(has_pattern(kept, size, 7));
   mi_free(kept);
+}
+
+TEST(Medium, APageAThreadLeftServesTheNextThreadsBlocksOfItsSize) {
+  expect_the_next_thread_adopts_the_page(40 * KiB);
+}
+
+TEST(Small, APageAThreadLeftServesTheNextThreadsBlocksOfItsSize) {
+  expect_the_next_thread_adopts_the_page(1000);
+  expect_the_next_thread_adopts_the_page(48);
 }
 
 // Large blocks change hands under one process-wide lock whose waiters sleep

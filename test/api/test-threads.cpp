@@ -243,17 +243,18 @@ TEST(Threads, BigAlignedBlockFreedByAnotherThreadWhileTheOwnerLives) {
 // MIMALLOC_ORPHAN_HEAPS: a thread that ends leaves its heap, pages and free
 // lists included, to the next thread that starts, which allocates from the
 // same pages (the blocks the ended thread freed) instead of abandoning its
-// segments and starting anew. Without the option its segment is abandoned.
+// pages and starting anew. Without the option its page is abandoned (and the
+// next thread adopts it).
 namespace {
 struct OrphanRun {
-  size_t abandoned;                 // segments abandoned meanwhile
+  size_t abandoned;                 // pages and segments abandoned meanwhile
   bool   reused;                    // the second thread allocated from the first one's page
 };
 
 size_t abandoned_total() {
   mi_stats_snapshot_t st;
   mi_stats_get(sizeof(st), &st);
-  return (size_t)st.segments_abandoned.allocated;
+  return (size_t)(st.segments_abandoned.allocated + st.pages_abandoned.allocated);
 }
 
 OrphanRun end_a_thread_and_start_one() {
@@ -262,13 +263,13 @@ OrphanRun end_a_thread_and_start_one() {
   std::thread([&] {
     std::vector<void*> blocks;
     for (int i = 0; i < 200; i++) blocks.push_back(mi_malloc(dyn(72)));
-    kept = blocks[0];   // keeps the page, and its segment, in use
+    kept = blocks[0];   // keeps the page in use
     for (size_t i = 1; i < blocks.size(); i++) mi_free(blocks[i]);
   }).join();
   bool reused = false;
   std::thread([&] {
     void* p = mi_malloc(dyn(72));
-    reused = ((uintptr_t)p >> 16 == (uintptr_t)kept >> 16);   // (small pages are the 64 KiB units of a segment)
+    reused = ((uintptr_t)p >> 16 == (uintptr_t)kept >> 16);   // (small pages are the 64 KiB slices of a segment)
     mi_free(p);
   }).join();
   OrphanRun r{ abandoned_total() - before, reused };
@@ -287,7 +288,7 @@ TEST(Threads, OrphanHeapsHandAnEndedThreadsHeapToTheNextThread) {
   mi_option_set(mi_option_orphan_heaps, saved);
   EXPECT_EQ(on.abandoned, 0u);
   EXPECT_TRUE(on.reused);
-  EXPECT_GE(off.abandoned, 1u);   // (the case is tested: without the option the segment is abandoned)
+  EXPECT_GE(off.abandoned, 1u);   // (the case is tested: without the option the page is abandoned)
 }
 
 // When the regions are full and many threads need a segment at the same

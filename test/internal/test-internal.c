@@ -402,6 +402,15 @@ typedef struct reach_s {
   uint8_t*        freed[2];  // blocks it freed, in pages of their own
 } reach_t;
 
+static bool reach_freed_alone(const void* p, void* const* kept, size_t nkept) {
+  const uintptr_t page = (uintptr_t)p & ~(uintptr_t)(MI_SMALL_PAGE_SIZE - 1);
+  if ((page & MI_SEGMENT_MASK) == 0) return false;
+  for (size_t i = 0; i < nkept; i++) {
+    if (((uintptr_t)kept[i] & ~(uintptr_t)(MI_SMALL_PAGE_SIZE - 1)) == page) return false;
+  }
+  return true;
+}
+
 static void* reach_thread(void* arg) {
   reach_t* r = (reach_t*)arg;
   const size_t count = 8 * MiB / 1000;
@@ -416,8 +425,12 @@ static void* reach_thread(void* arg) {
     if (segment != last && nkept < 16) { kept[nkept++] = blocks[i]; last = segment; continue; }
     mi_free(blocks[i]);
   }
-  r->freed[0] = (uint8_t*)blocks[count / 2];
-  r->freed[1] = (uint8_t*)blocks[count * 3 / 4];
+  // (freed blocks whose 64 KiB holds no kept block and no segment header)
+  size_t i0 = count / 2, i1 = count * 3 / 4;
+  while (!reach_freed_alone(blocks[i0], kept, nkept)) i0++;
+  while (!reach_freed_alone(blocks[i1], kept, nkept)) i1++;
+  r->freed[0] = (uint8_t*)blocks[i0];
+  r->freed[1] = (uint8_t*)blocks[i1];
   mi_free(blocks);
   pthread_mutex_lock(&r->lock);
   r->state = 1;

@@ -9,10 +9,10 @@
                                 leave the 'committed' figure
     segment_reset               freed segments are purged at once
     eager_commit                segments are committed whole when allocated
-    eager_commit_delay          a thread's first N segments commit page by page
+    eager_commit_delay          the process's first N segments commit page by page
     eager_region_commit         a region is committed whole when created
     abandoned_page_reset        free pages of an ended thread's segments
-    segment_cache               freed segments kept by their thread and reused
+    segment_cache               emptied segments kept whole and reused
 
   Every child allocates, frees and measures with `take_snapshot`, which does
   not allocate (so the measurement does not move what it measures).
@@ -102,32 +102,28 @@ MI_CHILD(mixed_delays) {
   return 0;
 }
 
-// The commit of a fresh thread's first two segments: the first small block,
-// and the small block (12 KiB) that no longer fits the first segment.
+// The commit of the process's first two segments (they serve every thread):
+// with the first small block (the runtime's own allocations may have made
+// the first segment before; start_commit: what was committed before that
+// block), and with the small block (12 KiB) that no longer fits the first.
 MI_CHILD(first_segments) {
   (void)argc; (void)argv;
-  void* p = mi_malloc(dyn(32));
+  const auto unit = [](const void* q) { return (uintptr_t)q / (4 * MiB); };
   const size_t start = current_commit();
-  size_t c0 = 0, c1 = 0, c2 = 0, c3 = 0;
-  std::thread t([&] {
-    const auto unit = [](const void* q) { return (uintptr_t)q / (4 * MiB); };
-    c0 = current_commit();
-    void* a = mi_malloc(dyn(32));          // the thread's first segment
-    c1 = current_commit();
-    std::vector<void*> more;
-    for (size_t i = 0; i < 1000; i++) {
-      c2 = current_commit();
-      more.push_back(mi_malloc(dyn(12 * KiB)));
-      c3 = current_commit();
-      if (unit(more.back()) != unit(a)) break;   // its second segment
-    }
-    mi_free(a);
-    for (void* q : more) mi_free(q);
-  });
-  t.join();
+  void* p = mi_malloc(dyn(32));
+  const size_t first = current_commit();
+  size_t c2 = 0, c3 = 0;
+  std::vector<void*> more;
+  for (size_t i = 0; i < 1000; i++) {
+    c2 = current_commit();
+    more.push_back(mi_malloc(dyn(12 * KiB)));
+    c3 = current_commit();
+    if (unit(more.back()) != unit(p)) break;   // the second segment
+  }
+  for (void* q : more) mi_free(q);
   mi_free(p);
   emit("start_commit", (long long)start);
-  emit("first_delta", (long long)(c1 - c0));
+  emit("first_commit", (long long)first);
   emit("second_delta", (long long)(c3 - c2));
   return 0;
 }
@@ -383,8 +379,7 @@ MI_CHILD(abandon) {
   return 0;
 }
 
-// The segment cache keeps a thread's own segments: those of small pages
-// (medium and large blocks live in segments shared by all threads). Blocks of
+// The segment cache keeps emptied segments (they serve every thread). Blocks of
 // 12 KiB (five to a 64 KiB page, about 300 to a segment; 16 KiB with a debug
 // build's padding would be medium), grouped by the segment they are in (the
 // 4 MiB unit of their address).
@@ -447,7 +442,7 @@ MI_CHILD(segment_cache) {
   for (void* p : again) mi_free(p);
   mi_free(blocks[0]);
   take_snapshot(&snap[2], nullptr);
-  // a thread's cache is given back when the thread ends
+  // the cache is the process's: what a thread left there outlives it
   std::thread t([&] {
     n = fill_segments(17);
     free_all_but_first_segment(n);
@@ -547,32 +542,33 @@ TEST(OptionResetDecommits, OffPurgesButKeepsPagesCommitted) {
 }
 
 TEST(OptionEagerCommit, SegmentsAreCommittedWholeByDefault) {
-  // a thread's first segment commits page by page (eager_commit_delay=1),
+  // the process's first segment commits page by page (eager_commit_delay=1),
   // its second one whole (4 MiB). (Regions are not committed up front here,
-  // else segments carved from them need no commit at all.)
+  // else segments carved from them need no commit at all. The first segment
+  // has the runtime's pages by then: a 64 KiB page per size class it used.)
   ChildResult r;
   if (!run_ok(&r, "first_segments", { "MIMALLOC_EAGER_REGION_COMMIT=0" })) return;
-  EXPECT_LT(r.num("first_delta"), (long long)MiB) << r.describe();
+  EXPECT_LT(r.num("first_commit"), (long long)(3 * MiB)) << r.describe();
   EXPECT_GE(r.num("second_delta"), (long long)(4 * MiB)) << r.describe();
 }
 
 TEST(OptionEagerCommit, OffCommitsPageByPage) {
   ChildResult r;
-  if (!run_ok(&r, "first_segments", { "MIMALLOC_EAGER_COMMIT=0" })) return;
-  EXPECT_LT(r.num("first_delta"), (long long)MiB) << r.describe();
+  if (!run_ok(&r, "first_segments", { "MIMALLOC_EAGER_COMMIT=0", "MIMALLOC_EAGER_REGION_COMMIT=0" })) return;
+  EXPECT_LT(r.num("first_commit"), (long long)(3 * MiB)) << r.describe();
   EXPECT_LT(r.num("second_delta"), (long long)MiB) << r.describe();
 }
 
 TEST(OptionEagerCommitDelay, ZeroCommitsTheFirstSegmentWhole) {
   ChildResult r;
   if (!run_ok(&r, "first_segments", { "MIMALLOC_EAGER_COMMIT_DELAY=0", "MIMALLOC_EAGER_REGION_COMMIT=0" })) return;
-  EXPECT_GE(r.num("first_delta"), (long long)(4 * MiB)) << r.describe();
+  EXPECT_GE(r.num("first_commit"), (long long)(4 * MiB)) << r.describe();
 }
 
 TEST(OptionEagerCommitDelay, TwoDelaysTheSecondSegmentToo) {
   ChildResult r;
-  if (!run_ok(&r, "first_segments", { "MIMALLOC_EAGER_COMMIT_DELAY=2" })) return;
-  EXPECT_LT(r.num("first_delta"), (long long)MiB) << r.describe();
+  if (!run_ok(&r, "first_segments", { "MIMALLOC_EAGER_COMMIT_DELAY=2", "MIMALLOC_EAGER_REGION_COMMIT=0" })) return;
+  EXPECT_LT(r.num("first_commit"), (long long)(3 * MiB)) << r.describe();
   EXPECT_LT(r.num("second_delta"), (long long)MiB) << r.describe();
 }
 
@@ -709,11 +705,15 @@ TEST(RemoteFree, SoAfterItsUserHeapWasDeleted) {
 // Large blocks come from segments all threads share: the slices one thread
 // gave back serve another thread at once, while they are still resident
 // (with large segments of its own, the first thread's free slices served it
-// alone, and the other thread faulted in memory of its own: 0 inside).
+// alone, and the other thread faulted in memory of its own: 0 inside). Six
+// blocks fit the freed runs exactly; small pages live in the same segments,
+// and one that takes a freed slice first leaves room for one block less in
+// its run (secure builds, whose blocks take a 17th slice for the trailer and
+// guard: 4 inside).
 TEST(SharedLarge, SlicesAThreadGaveBackServeAnotherThreadAtOnce) {
   ChildResult r;
   if (!run_ok(&r, "shared_large", { "MIMALLOC_RESET_DELAY=60000" })) return;
-  EXPECT_GE(r.num("inside"), 5) << r.describe();
+  EXPECT_GE(r.num("inside"), 4) << r.describe();
   EXPECT_LT(r.num("faults"), 6 * 256 / 4) << "the memory was still resident\n" << r.describe();
 }
 
@@ -747,10 +747,9 @@ TEST(OptionSegmentCache, LimitedToOnePlusAnEighthOfThePeak) {
   EXPECT_EQ(r.num("forced.cached"), 0) << "mi_collect(true) gives them back\n" << r.describe();
 }
 
-TEST(OptionSegmentCache, GivenBackWhenTheThreadEnds) {
+TEST(OptionSegmentCache, KeptForEveryThreadWhenTheirThreadEnds) {
   ChildResult r;
   if (!run_ok(&r, "segment_cache", { "MIMALLOC_RESET_DELAY=10", "MIMALLOC_SEGMENT_CACHE=2" }, { "0" })) return;
-  // (the main thread's own cache is whatever it is: compare with it)
-  EXPECT_EQ(r.num("in_thread.cached"), r.num("pre_thread.cached") + 2) << r.describe();
-  EXPECT_EQ(r.num("thread_done.cached"), r.num("pre_thread.cached")) << r.describe();
+  EXPECT_EQ(r.num("in_thread.cached"), 2) << r.describe();
+  EXPECT_EQ(r.num("thread_done.cached"), 2) << r.describe();
 }

@@ -270,12 +270,13 @@ MI_CHILD(thread_stats) {
 // segments back without the main thread taking the segments over.
 MI_CHILD(abandoned_stats) {
   (void)argc; (void)argv;
-  static void* blocks[201];
+  static void* blocks[202];
   mi_option_set(mi_option_reset_delay, 20);
   capture_into(g_text[0], false);
   std::thread t([] {
     for (size_t i = 0; i < 200; i++) blocks[i] = mi_malloc(dyn(1000));
     blocks[200] = mi_malloc(dyn(100 * KiB));
+    blocks[201] = mi_malloc(dyn(5 * MiB));
   });
   t.join();
   capture_into(g_text[1], false);
@@ -455,13 +456,13 @@ TEST(StatsFigures, AbandonedSegmentsAndPages) {
   expect_consistent(s2, "reclaimed");
   // rows: "-abandoned" #0 counts segments, #1 pages
   EXPECT_EQ(s0.current("-abandoned", 0), 0) << s0.text;
-  EXPECT_GE(s1.current("-abandoned", 0), 1) << "the thread's small segment\n" << s1.text;
-  EXPECT_GE(s1.current("-abandoned", 1), 2) << "its small pages, and its page of medium blocks in a shared segment\n" << s1.text;
+  EXPECT_EQ(s1.current("-abandoned", 0), 1) << "the segment of the thread's huge block (its other pages live in shared segments)\n" << s1.text;
+  EXPECT_GE(s1.current("-abandoned", 1), 3) << "its pages of small blocks, its page of medium blocks, its huge page\n" << s1.text;
   EXPECT_EQ(s1.current("threads"), 0) << s1.text;
   EXPECT_EQ(s2.current("-abandoned", 0), 0) << s2.text;
   EXPECT_EQ(s2.current("-abandoned", 1), 0) << s2.text;
-  EXPECT_GE(s2.get("-abandoned", 2, 0), 1) << s2.text;
-  EXPECT_GE(s2.get("-abandoned", 2, 1), 2) << s2.text;
+  EXPECT_EQ(s2.get("-abandoned", 2, 0), 1) << s2.text;
+  EXPECT_GE(s2.get("-abandoned", 2, 1), 3) << s2.text;
 }
 
 TEST(StatsReset, ClearsHistoryButKeepsWhatIsLive) {
