@@ -11,6 +11,11 @@
   so exactly one thread gets each segment, and a specific segment can be
   claimed as well as "the next one".
 
+  Since every page of small, medium and large blocks lives in the shared
+  segments (which are never abandoned: their pages are, one by one), the
+  segments here are the few of slices a thread still owns: those of the
+  pages a signal handler took while its thread held the shared lock.
+
   Only segments in regions are in the set (mi_segment_in_abandoned_set):
   huge segments and segments mapped straight from the OS are claimed by a
   CAS of their owner id from 0 by the thread that frees into them.

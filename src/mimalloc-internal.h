@@ -202,7 +202,7 @@ void       _mi_segments_fork_prepare(void);
 void       _mi_segments_fork_parent(void);
 void       _mi_segment_shared_free_abandoned(mi_page_t* page);
 bool       _mi_segment_page_is_shared_multi(const mi_page_t* page);
-void       _mi_segment_shared_page_abandon(mi_page_t* page);
+void       _mi_segment_shared_page_abandon(mi_page_t* page, mi_segments_tld_t* tld);
 void       _mi_regions_fork_child(void);
 bool       _mi_region_resident_free_above(size_t size);
 void       _mi_segment_set_owner(mi_segment_t* segment, uintptr_t owner);

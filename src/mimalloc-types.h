@@ -638,6 +638,7 @@ typedef struct mi_segments_tld_s {
   size_t current_size;                 // bytes of segments owned
   size_t peak_size;
   mi_page_t* stash;                    // empty small pages of shared segments kept for this thread's next pages (links next)
+  mi_page_t* abandoned;                // pages of shared segments the ending thread abandons, put on their lists together (links next)
   size_t stash_count;
   int64_t stash_expire;                // when the stash goes back to the shared segments (ms; 0: empty)
   size_t region_cursor;                // where this thread last found region space

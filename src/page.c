@@ -275,7 +275,7 @@ void _mi_page_abandon(mi_page_t* page, mi_page_queue_t* pq) {
     mi_stat_increase(&pheap->tld->stats, pages_abandoned, 1);
     if (_mi_segment_page_is_shared_multi(page)) {
       // medium blocks: the page waits for an adopter (or goes back when empty)
-      _mi_segment_shared_page_abandon(page);
+      _mi_segment_shared_page_abandon(page, segments_tld);
       return;
     }
     // a large page: whoever frees its block gives it back, maybe right
