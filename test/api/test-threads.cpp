@@ -298,7 +298,8 @@ TEST(Threads, OrphanHeapsHandAnEndedThreadsHeapToTheNextThread) {
 // threads reserved 3.7 GiB for what fits in 768 MiB). Rounds of 32 threads
 // that start together each take 8 huge blocks (one 4 MiB region block apiece)
 // and keep them: 768 blocks, 12 regions, plus the one the main thread has.
-// Fails most runs without the gate (3.8-8.4 GiB committed at the peak).
+// Fails most runs without the gate (3.8-8.4 GiB committed at the peak; the
+// bound is 3.75 GiB).
 TEST(Threads, ThreadsThatFindTheRegionsFullAtOnceShareOneNewRegion) {
   constexpr size_t kThreads = 32, kBlocks = 8, kRounds = 3;
   constexpr size_t kRegion = 256 * MiB;
@@ -321,6 +322,10 @@ TEST(Threads, ThreadsThatFindTheRegionsFullAtOnceShareOneNewRegion) {
     EXPECT_NE(p, nullptr);
     mi_free(p);
   }
+  // (two regions of slack: one more region than needed now and then, and where
+  // the address hint is refused, as under ThreadSanitizer, a region's first
+  // mapping and its aligned second one count together for a moment: 3840 MiB
+  // in about one run in four under TSan, at this commit and the one before)
   const size_t needed = blocks.size() * 4 * MiB / kRegion + 1;
-  EXPECT_LE(peak_commit, (needed + 1) * kRegion) << "peak commit " << peak_commit / MiB << " MiB for " << needed << " regions";
+  EXPECT_LE(peak_commit, (needed + 2) * kRegion) << "peak commit " << peak_commit / MiB << " MiB for " << needed << " regions";
 }

@@ -575,12 +575,14 @@ TEST(OptionEagerCommitDelay, TwoDelaysTheSecondSegmentToo) {
 TEST(OptionEagerRegionCommit, FirstCommittingRequestCommitsTheWholeRegion) {
   // with eager_commit_delay=0 the very first segment asks for committed
   // memory: the 256 MiB region it creates is committed whole
+  // (after the first block: where the runtime allocates nothing through us
+  // before main, as under ThreadSanitizer, the first segment comes with it)
   ChildResult on;
   if (!run_ok(&on, "first_segments", { "MIMALLOC_EAGER_COMMIT_DELAY=0" })) return;
-  EXPECT_GE(on.num("start_commit"), (long long)(256 * MiB)) << on.describe();
+  EXPECT_GE(on.num("first_commit"), (long long)(256 * MiB)) << on.describe();
   ChildResult off;
   if (!run_ok(&off, "first_segments", { "MIMALLOC_EAGER_COMMIT_DELAY=0", "MIMALLOC_EAGER_REGION_COMMIT=0" })) return;
-  EXPECT_LT(off.num("start_commit"), (long long)(64 * MiB)) << off.describe();
+  EXPECT_LT(off.num("first_commit"), (long long)(64 * MiB)) << off.describe();
 }
 
 TEST(OptionSegmentReset, FreedSegmentIsPurgedAtOnce) {
