@@ -5,8 +5,9 @@
   big as the block needs). The segments of slices are shared by all threads
   ("Shared segments" below): a page is a run of free slices, one slice for
   small blocks, a few for medium ones, as many as its block needs for a large
-  one ("Large pages" below); a page request takes the fitting run with the
-  most resident slices in any shared segment, under one process-wide lock. A
+  one ("Large pages" below); a page request takes the fitting run that is
+  cheapest to claim (the most resident slices; in secure builds also the
+  fewest guard system calls) in any shared segment, under one process-wide lock. A
   thread keeps a few of the small pages it empties for its next small pages
   ("The page stash"). A thread owns segments of its own only for the huge
   blocks, and for the pages a signal handler of the lock's holder needs.
@@ -207,20 +208,50 @@ static size_t mi_segment_run_slices(const mi_segment_t* segment, size_t idx, siz
   return _mi_divide_up(start - run_start + mi_slice_page_area(block_size) + mi_segment_guard_size(), MI_SLICE_SIZE);
 }
 
+// What claiming the run of `n` free slices from `first` costs:
+// MI_SLICE_FAULT_COST for each slice that faults in (not resident: purged,
+// or never touched) and, where pages end in guards (secure builds), one for
+// each guard system call it makes: a guard to lift inside it, one to install
+// at its end. So the memory a run makes resident counts first, and among
+// runs as resident the one with the fewest guard calls wins. Runs of several
+// slices and one-slice pages take turns on the same slices, and a search by
+// residency alone made a secure `threadchurn 8 50` lift and install 4,500
+// guards, a system call each (500 since).
+#define MI_SLICE_FAULT_COST  (2)
+
+static size_t mi_segment_run_cost(const mi_segment_t* segment, size_t first, size_t n) {
+  const uint64_t run = mi_bit_mask(n, first);
+  size_t cost = MI_SLICE_FAULT_COST * (n - mi_popcount(segment->purge_mask & run));
+  #if MI_SECURE_PAGE_GUARDS
+  if (!segment->mem_is_pinned) {
+    const uint64_t guards = mi_atomic_load_relaxed(&segment->guard_mask);
+    const uint64_t last = (uint64_t)1 << (first + n - 1);
+    cost += mi_popcount(guards & run & ~last) + ((guards & last) == 0 ? 1 : 0);
+  }
+  #endif
+  return cost;
+}
+
 // The run of free slices of a large segment that fits a block of
-// `block_size` (from slice 0 it takes more: the header) with the most slices
-// still resident (purge pending: no page faults), the lowest of those;
-// `*resident`: how many.
-static bool mi_segment_large_find_run_resident(const mi_segment_t* segment, size_t block_size, size_t* first, size_t* resident) {
+// `block_size` (from slice 0 it takes more: the header) that costs least to
+// claim (mi_segment_run_cost), the lowest of those; `*cost`: its cost.
+static bool mi_segment_large_find_run_cost(const mi_segment_t* segment, size_t block_size, size_t* first, size_t* cost) {
   mi_assert_internal(segment->page_kind == MI_PAGE_LARGE);
   const uint64_t free = segment->free_mask;
   const size_t n = mi_segment_run_slices(segment, 1, block_size);
   if (n == 1 && mi_segment_run_slices(segment, 0, block_size) == 1) {
-    // one slice (small blocks): a resident one if any, the lowest
+    // one slice (small blocks): resident with its guard in place, resident,
+    // guarded, any; the lowest
     if (free == 0) return false;
     const uint64_t pending = free & segment->purge_mask;
-    *first = mi_ctz(pending != 0 ? pending : free);
-    *resident = (pending != 0 ? 1 : 0);
+    #if MI_SECURE_PAGE_GUARDS
+    const uint64_t guarded = (segment->mem_is_pinned ? free : free & mi_atomic_load_relaxed(&segment->guard_mask));
+    #else
+    const uint64_t guarded = free;
+    #endif
+    const uint64_t pick = ((pending & guarded) != 0 ? pending & guarded : (pending != 0 ? pending : (guarded != 0 ? guarded : free)));
+    *first = mi_ctz(pick);
+    *cost = mi_segment_run_cost(segment, *first, 1);
     return true;
   }
   uint64_t starts = free;   // bit i: slices i .. i+n-1 are free
@@ -231,18 +262,19 @@ static bool mi_segment_large_find_run_resident(const mi_segment_t* segment, size
   }
   if (starts == 0) return false;
   *first = mi_ctz(starts);
-  *resident = 0;
-  for (uint64_t m = (segment->purge_mask != 0 ? starts : 0); m != 0; m &= m - 1) {
+  *cost = mi_segment_run_cost(segment, *first, mi_segment_run_slices(segment, *first, block_size));
+  if (!MI_SECURE_PAGE_GUARDS && segment->purge_mask == 0) return true;   // (every run costs its length)
+  for (uint64_t m = starts & (starts - 1); m != 0 && *cost > 0; m &= m - 1) {
     const size_t i = mi_ctz(m);
-    const size_t count = mi_popcount(segment->purge_mask & mi_bit_mask(mi_segment_run_slices(segment, i, block_size), i));
-    if (count > *resident) { *resident = count; *first = i; }
+    const size_t c = mi_segment_run_cost(segment, i, mi_segment_run_slices(segment, i, block_size));
+    if (c < *cost) { *cost = c; *first = i; }
   }
   return true;
 }
 
 static bool mi_segment_large_find_run(const mi_segment_t* segment, size_t block_size, size_t* first) {
-  size_t resident;
-  return mi_segment_large_find_run_resident(segment, block_size, first, &resident);
+  size_t cost;
+  return mi_segment_large_find_run_cost(segment, block_size, first, &cost);
 }
 
 // The slices of a page: more than one only for a large page in use.
@@ -859,8 +891,8 @@ static bool mi_segment_exit_over_budget(const mi_segments_tld_t* tld) {
 // (the cache and the counts below: under the shared lock)
 static mi_segment_t* mi_shared_cache;        // empty shared segments kept (links next)
 static size_t mi_shared_cache_count;
-static size_t mi_shared_count;               // shared segments now (cached ones included)
-static size_t mi_shared_peak;
+static size_t mi_shared_count;               // shared segments in use now (the cached ones not counted)
+static size_t mi_shared_peak;                // the most in use at once (the cache keeps 1 + peak/8)
 static size_t mi_shared_made;                // shared segments ever made (eager_commit_delay)
 
 static bool mi_segment_cache_push(mi_segment_t* segment) {
@@ -1958,8 +1990,9 @@ static void mi_shared_try_purge(int64_t now, bool force) {
 // A page of slices from the shared segments: for medium blocks an abandoned
 // page with room first, unless `heap` may be destroyed (`*adopted`: already
 // `heap`'s, not initialized again);
-// else the fitting run with the most resident slices in any of them (the
-// first fully resident one found), else a run in a new shared segment. NULL
+// else the fitting run cheapest to claim in any of them (mi_segment_run_cost;
+// the first found where nothing faults in and one guard call at most is
+// made), else a run in a new shared segment. NULL
 // and `*nested` when this thread holds the lock already.
 static mi_page_t* mi_shared_page_alloc(mi_heap_t* heap, size_t block_size, bool* nested, bool* adopted, mi_segments_tld_t* tld) {
   *adopted = false;
@@ -1975,13 +2008,13 @@ static mi_page_t* mi_shared_page_alloc(mi_heap_t* heap, size_t block_size, bool*
     }
   }
   mi_segment_t* best = NULL;
-  size_t best_first = 0, best_resident = 0;
+  size_t best_first = 0, best_cost = 0;
   for (mi_segment_t* segment = mi_shared_first; segment != NULL; segment = segment->next) {
-    size_t first, resident;
-    if (!mi_segment_large_find_run_resident(segment, block_size, &first, &resident)) continue;
-    if (best == NULL || resident > best_resident) {
-      best = segment; best_first = first; best_resident = resident;
-      if (resident == mi_segment_run_slices(segment, first, block_size)) break;
+    size_t first, cost;
+    if (!mi_segment_large_find_run_cost(segment, block_size, &first, &cost)) continue;
+    if (best == NULL || cost < best_cost) {
+      best = segment; best_first = first; best_cost = cost;
+      if (cost < MI_SLICE_FAULT_COST) break;   // (nothing faults in, one guard call at most: the earliest such segment, which packs them)
     }
   }
   if (best == NULL) {
