@@ -43,7 +43,7 @@ static mi_decl_noinline void* mi_heap_malloc_big_aligned(mi_heap_t* heap, size_t
     errno = ENOMEM;
     return NULL;
   }
-  uint8_t* block = (uint8_t*)_mi_page_malloc(heap, page, size + adjust + MI_PADDING_SIZE);
+  uint8_t* block = (uint8_t*)_mi_page_malloc_any(heap, page, size + adjust + MI_PADDING_SIZE);
   mi_assert_internal(((uintptr_t)block + adjust + offset) % alignment == 0);
   mi_assert_internal(_mi_ptr_page_of(block + adjust) == page);
   if (zero) _mi_block_zero_init(page, block, size + adjust);

@@ -36,7 +36,7 @@ static mi_decl_forceinline void* mi_page_malloc_take(mi_heap_t* heap, mi_page_t*
     return mi_page_malloc_checked(heap, page, size);
   }
   page->used++;
-  mi_block_on_alloc(heap, page, block, size, trailer, key);   // (checked builds; nothing in release)
+  mi_block_on_alloc(heap, page, block, size, trailer, key, checked);   // (checked builds; nothing in release)
   #if (MI_STAT > 1)
   const size_t bsize = mi_page_block_size(page);
   if (bsize <= MI_LARGE_OBJ_SIZE_MAX) {
@@ -61,6 +61,18 @@ static mi_decl_noinline void* mi_page_malloc_checked(mi_heap_t* heap, mi_page_t*
 
 void* _mi_page_malloc(mi_heap_t* heap, mi_page_t* page, size_t size) mi_attr_noexcept {
   return mi_page_malloc_take(heap, page, size, false);
+}
+
+// A page of any kind, from the generic path: builds with checked fast paths
+// take the checked version, the only one that serves huge pages (whose block
+// size is a call away) and blocks with no room for a trailer; the fast path
+// (the pages of the direct array) never meets those.
+void* _mi_page_malloc_any(mi_heap_t* heap, mi_page_t* page, size_t size) mi_attr_noexcept {
+  #if defined(MI_CHECKED_FAST_PATHS)
+  return mi_page_malloc_checked(heap, page, size);
+  #else
+  return _mi_page_malloc(heap, page, size);
+  #endif
 }
 
 static inline void* mi_heap_malloc_small_inline(mi_heap_t* heap, size_t size) {

@@ -251,6 +251,7 @@ void       _mi_heap_init_from(mi_heap_t* heap, mi_tld_t* tld, mi_heap_t* parent)
 
 // alloc.c
 void*      _mi_page_malloc(mi_heap_t* heap, mi_page_t* page, size_t size) mi_attr_noexcept;
+void*      _mi_page_malloc_any(mi_heap_t* heap, mi_page_t* page, size_t size) mi_attr_noexcept;
 void*      _mi_heap_malloc_zero(mi_heap_t* heap, size_t size, bool zero) mi_attr_noexcept;
 void*      _mi_heap_realloc_zero(mi_heap_t* heap, void* p, size_t newsize, bool zero) mi_attr_noexcept;
 void       _mi_realloc_move(void* newp, void* p, size_t size, size_t newsize, bool zero);

@@ -420,6 +420,7 @@ typedef struct mi_decl_cache_aligned mi_page_s {
   };
   #if (MI_PADDING > 0)
   uint8_t* page_start;          // the block area (checked builds check every freed pointer against it)
+  uint32_t block_last;          // the offset of its last block, (reserved - 1) x block size (the free fast path's range test)
   #endif
 } mi_page_t;
 

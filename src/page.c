@@ -525,6 +525,9 @@ static void mi_page_init(mi_heap_t* heap, mi_page_t* page, size_t block_size) {
   #endif
   const size_t bsize = (sentinel ? page_size : block_size);
   page->reserved = (uint16_t)(page_size / bsize);
+  #if (MI_PADDING > 0)
+  page->block_last = (uint32_t)((page->reserved - 1) * bsize);
+  #endif
   #if defined(MI_CHECKED_FAST_PATHS)
   // (the free fast path then checks neither: such a page's frees take the generic path)
   if (sentinel || bsize < MI_PADDING_SIZE + sizeof(mi_block_t)) mi_page_set_flag(page, MI_PAGE_CHECK_SLOW, true);
@@ -533,7 +536,7 @@ static void mi_page_init(mi_heap_t* heap, mi_page_t* page, size_t block_size) {
   // else can touch the word: a plain store
   mi_atomic_store_release(&page->xthread_free, (mi_thread_free_t)mi_page_delayed_state(page, false));
   #if defined(MI_ENCODE_FREELIST)
-  page->keys[0] = _mi_heap_random_next(heap);
+  page->keys[0] = _mi_heap_random_next(heap) | 1;   // (odd: the trailer key multiplies by it)
   page->keys[1] = _mi_heap_random_next(heap);
   #endif
   #if (MI_PADDING > 0)
@@ -723,5 +726,5 @@ void* _mi_malloc_generic(mi_heap_t* heap, size_t size) mi_attr_noexcept {
   mi_assert_internal(mi_page_immediate_available(page));
   mi_assert_internal(mi_page_block_size(page) >= size);
   _mi_purger_poll();   // (a safe point: the background purge thread starts here when wanted, never in a free)
-  return _mi_page_malloc(heap, page, size);
+  return _mi_page_malloc_any(heap, page, size);
 }

@@ -194,8 +194,8 @@ static inline bool mi_page_on_extend(mi_page_t* page, size_t bsize, size_t exten
 // `key`: the block's trailer and its key where the caller has them at hand
 // (MI_TRAILER_LINK: it read the link there), else NULL and 0.
 static mi_decl_forceinline void mi_block_on_alloc(mi_heap_t* heap, const mi_page_t* page, mi_block_t* block, size_t size,
-                                                  uint8_t* trailer, uint64_t key) {
-  (void)heap; (void)page; (void)block; (void)size; (void)trailer; (void)key;
+                                                  uint8_t* trailer, uint64_t key, bool checked) {
+  (void)heap; (void)page; (void)block; (void)size; (void)trailer; (void)key; (void)checked;
   #if defined(MI_ZERO_ON_FREE)
   // the block was zeroed when it was freed (or added): it must still be
   if (mi_page_zeroes_on_free(page)) {
@@ -210,8 +210,16 @@ static mi_decl_forceinline void mi_block_on_alloc(mi_heap_t* heap, const mi_page
   block->next = 0;   // no encoded link reaches the program (else the trailer held it)
   #endif
   #if (MI_PADDING > 0)
+  #if defined(MI_CHECKED_FAST_PATHS)
+  // (the unchecked fast path serves the direct array's pages: never huge,
+  // and their blocks have room for a trailer; _mi_page_malloc_any)
+  mi_assert_internal(checked || (page->xblock_size < MI_HUGE_BLOCK_SIZE && page->xblock_size >= MI_PADDING_SIZE + sizeof(mi_block_t)));
+  const size_t usable = (checked ? mi_page_usable_block_size(page) : (size_t)page->xblock_size - MI_PADDING_SIZE);
+  if (mi_likely(!checked || usable >= sizeof(mi_block_t))) {
+  #else
   const size_t usable = mi_page_usable_block_size(page);
   if (mi_likely(usable >= sizeof(mi_block_t))) {
+  #endif
     const size_t delta = usable - (size - MI_PADDING_SIZE);
     #if defined(MI_TRAILER_LINK)
     mi_assert_internal(delta <= usable && trailer == mi_trailer_of(block, usable));
@@ -517,6 +525,14 @@ static inline bool mi_free_ptr_in_range(const mi_page_t* page, const void* p) {
   return (ofs + bsize - 1 < mi_page_capacity_shared(page) * bsize && (ofs % MI_INTPTR_SIZE) == 0);
 }
 
+// The fast paths' range test: a word-aligned pointer at or below the start
+// of the page's last block (block starts and the rest are told apart by the
+// trailer's key; what fails goes to the generic path, whose checks report).
+static inline bool mi_free_ptr_in_area(const mi_page_t* page, const void* p) {
+  const size_t ofs = (size_t)((const uint8_t*)p - page->page_start);   // huge below the start
+  return (ofs <= page->block_last && (ofs % MI_INTPTR_SIZE) == 0);
+}
+
 static inline bool mi_free_ptr_check(const mi_page_t* page, const void* p) {
   if (mi_likely(mi_free_ptr_in_range(page, p))) return true;
   return mi_free_ptr_check_slow(page, p);
@@ -531,7 +547,7 @@ static inline bool mi_free_ptr_check(const mi_page_t* page, const void* p) {
 // free to mi_free_generic, whose checks say what it is. (Only tail calls
 // leave this path: no registers to save on the way in.)
 static inline bool mi_free_fast_checked(const mi_page_t* page, mi_block_t* block) {
-  if (mi_unlikely(!mi_free_ptr_in_range(page, block))) return false;
+  if (mi_unlikely(!mi_free_ptr_in_area(page, block))) return false;
   // (huge blocks, whose size is a call away, and 8-byte blocks, with no room
   // for checks, never come here: their pages are MI_PAGE_CHECK_SLOW)
   const size_t bsize = page->xblock_size;
@@ -572,7 +588,7 @@ static inline bool mi_free_check_fast(mi_page_t* page, mi_block_t* block) {
   #if defined(MI_CHECKED_FAST_PATHS)
   return mi_free_fast_checked(page, block);
   #elif defined(MI_FREE_CHECK_PTR)
-  return (mi_free_ptr_in_range(page, block) && mi_free_checks(page, block, true, true, false));
+  return (mi_free_ptr_in_area(page, block) && mi_free_checks(page, block, true, true, false));
   #else
   return mi_free_checks(page, block, true, true, false);
   #endif

@@ -44,7 +44,7 @@ static inline bool mi_page_zeroes_on_free(const mi_page_t* page) {
 #define MI_TRAILER_ARRAY  ((uint64_t)0x200u)   // live, and allocated by C++ new[]
 #define MI_TRAILER_PATTERN (0x0101010101010101ULL * MI_DEBUG_PADDING)
 
-// The key: the block's address xor one page key, times the other made odd (a
+// The key: the block's address xor one page key, times the other (odd: a
 // bijection of the address: two instructions where the link encoding's
 // rotate-and-add takes six). Its top bit is always set: a state's is clear (its high half, a
 // link or the slack after the user data, is below 2 GiB), so the stored
@@ -53,7 +53,8 @@ static inline bool mi_page_zeroes_on_free(const mi_page_t* page) {
 // reads as damage; any other byte does but for 1 in 128 (with a random top
 // byte 1 in 256 went unnoticed: misuse case underflow-1, 1 run in ~600).
 static inline uint64_t mi_trailer_key(const mi_page_t* page, const mi_block_t* block) {
-  return ((uint64_t)(((uintptr_t)block ^ page->keys[1]) * (page->keys[0] | 1)) | ((uint64_t)1 << 63));
+  mi_assert_internal((page->keys[0] & 1) != 0);
+  return ((uint64_t)(((uintptr_t)block ^ page->keys[1]) * page->keys[0]) | ((uint64_t)1 << 63));
 }
 static inline uint8_t* mi_trailer_of(const mi_block_t* block, size_t usable) {
   return ((uint8_t*)block + usable);
@@ -219,9 +220,9 @@ static inline bool mi_trailer_fill_intact(const mi_block_t* block, size_t usable
 
 // The allocation fast path takes `block`, the first of `page`'s free list,
 // off the list here. False: the unchecked fast path of a checked build
-// (MI_CHECKED_FAST_PATHS, `checked` false) found a link to look at closer, or
-// a huge page (whose size is a call away); nothing is taken, and the caller
-// goes to its checked version (`checked` true: a damaged link is reported and
+// (MI_CHECKED_FAST_PATHS, `checked` false, which never sees a huge page:
+// _mi_page_malloc_any) found a link to look at closer; nothing is taken, and
+// the caller goes to its checked version (`checked` true: a damaged link is reported and
 // the list cut). `*trailer` and `*key`: the block's trailer and its key where
 // the link is kept in the trailer (MI_TRAILER_LINK), else NULL and 0. A
 // release build: the plain pop.
@@ -240,7 +241,8 @@ static mi_decl_forceinline bool mi_page_pop(mi_page_t* page, mi_block_t* block, 
     // header): anything outside the block's segment goes to the checked
     // version, which checks for the same page
     const uintptr_t next = mi_ptr_decode_raw(block->next, page->keys);
-    if (mi_unlikely(((next ^ (uintptr_t)block) >> MI_SEGMENT_SHIFT) != 0 || page->xblock_size >= MI_HUGE_BLOCK_SIZE)) return false;
+    mi_assert_internal(page->xblock_size < MI_HUGE_BLOCK_SIZE);   // (huge pages: _mi_page_malloc_any)
+    if (mi_unlikely(((next ^ (uintptr_t)block) >> MI_SEGMENT_SHIFT) != 0)) return false;
     page->free = (next == (uintptr_t)page ? NULL : (mi_block_t*)next);
     return true;
   }
