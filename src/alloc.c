@@ -63,13 +63,14 @@ void* _mi_page_malloc(mi_heap_t* heap, mi_page_t* page, size_t size) mi_attr_noe
   return mi_page_malloc_take(heap, page, size, false);
 }
 
-// A page of any kind, from the generic path: builds with checked fast paths
-// take the checked version, the only one that serves huge pages (whose block
-// size is a call away) and blocks with no room for a trailer; the fast path
-// (the pages of the direct array) never meets those.
+// A page of any kind, from the generic path: in builds with checked fast
+// paths, a huge page (whose block size is a call away) or one of blocks with
+// no room for a trailer (MI_PAGE_CHECK_SLOW) takes the checked version; the
+// fast path never meets those (the direct array's pages are neither).
 void* _mi_page_malloc_any(mi_heap_t* heap, mi_page_t* page, size_t size) mi_attr_noexcept {
   #if defined(MI_CHECKED_FAST_PATHS)
-  return mi_page_malloc_checked(heap, page, size);
+  if (mi_unlikely((mi_page_flags(page) & MI_PAGE_CHECK_SLOW) != 0)) return mi_page_malloc_checked(heap, page, size);
+  return _mi_page_malloc(heap, page, size);
   #else
   return _mi_page_malloc(heap, page, size);
   #endif
