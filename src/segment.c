@@ -212,12 +212,15 @@ static size_t mi_segment_run_slices(const mi_segment_t* segment, size_t idx, siz
 // MI_SLICE_FAULT_COST for each slice that faults in (not resident: purged,
 // or never touched) and, where pages end in guards (secure builds), one for
 // each guard system call it makes: a guard to lift inside it, one to install
-// at its end. So the memory a run makes resident counts first, and among
-// runs as resident the one with the fewest guard calls wins. Runs of several
-// slices and one-slice pages take turns on the same slices, and a search by
-// residency alone made a secure `threadchurn 8 50` lift and install 4,500
-// guards, a system call each (500 since).
-#define MI_SLICE_FAULT_COST  (2)
+// at its end. A slice that faults in outweighs every guard call a run can
+// make: the most resident run wins, and among those the one with the fewest
+// guard calls. Runs of several slices and one-slice pages take turns on the
+// same slices, and a search by residency alone made a secure `threadchurn 2
+// 200 2 20000` install and lift 37,800 guards, a system call each (9,500
+// since). (A slice weighed as two guard calls cut them further, but a run
+// then faults in fresh slices to save guard calls while resident ones wait
+// for their purge.)
+#define MI_SLICE_FAULT_COST  (MI_SLICES_PER_SEGMENT + 1)
 
 static size_t mi_segment_run_cost(const mi_segment_t* segment, size_t first, size_t n) {
   const uint64_t run = mi_bit_mask(n, first);
@@ -1991,8 +1994,8 @@ static void mi_shared_try_purge(int64_t now, bool force) {
 // page with room first, unless `heap` may be destroyed (`*adopted`: already
 // `heap`'s, not initialized again);
 // else the fitting run cheapest to claim in any of them (mi_segment_run_cost;
-// the first found where nothing faults in and one guard call at most is
-// made), else a run in a new shared segment. NULL
+// the first segment with a run where nothing faults in ends the search),
+// else a run in a new shared segment. NULL
 // and `*nested` when this thread holds the lock already.
 static mi_page_t* mi_shared_page_alloc(mi_heap_t* heap, size_t block_size, bool* nested, bool* adopted, mi_segments_tld_t* tld) {
   *adopted = false;
@@ -2014,7 +2017,7 @@ static mi_page_t* mi_shared_page_alloc(mi_heap_t* heap, size_t block_size, bool*
     if (!mi_segment_large_find_run_cost(segment, block_size, &first, &cost)) continue;
     if (best == NULL || cost < best_cost) {
       best = segment; best_first = first; best_cost = cost;
-      if (cost < MI_SLICE_FAULT_COST) break;   // (nothing faults in, one guard call at most: the earliest such segment, which packs them)
+      if (cost < MI_SLICE_FAULT_COST) break;   // (nothing faults in: the earliest such segment, which packs them)
     }
   }
   if (best == NULL) {
