@@ -190,6 +190,17 @@
   #endif
 #endif
 
+// MI_FULL_FAST_PATH: the owner's free in FULL checks everything it checks
+// elsewhere (its own trailer and fill, both neighbours) in one leaf function
+// that changes nothing until every check passed and makes no call but the
+// zeroing of blocks above 32 bytes; whatever fails goes to the generic path,
+// which checks again and reports (secure.c, mi_free_fast_full; not in debug
+// builds, whose free fills freed blocks, nor under ThreadSanitizer, whose
+// build skips the neighbours' fill).
+#if MI_SECURE_FULL && (MI_DEBUG == 0) && defined(MI_TRAILER_LINK) && !defined(MI_TSAN)
+  #define MI_FULL_FAST_PATH 1
+#endif
+
 // MI_ENCODE_FREELIST: free-list links are stored encoded with per-page keys
 // and checked on decode (corruption detection; the trailer's key is made of
 // the same keys). On in debug and secure builds (with the trailer).
@@ -366,7 +377,7 @@ typedef uintptr_t mi_thread_free_t;   // block pointer | delayed state
 #define MI_PAGE_HAS_ALIGNED  (0x02)   // some block was handed out as an aligned interior pointer
 #define MI_PAGE_HAS_SAMPLED  (0x04)   // some block is tracked by the heap profiler (prof.c): its free must tell it
 #define MI_PAGE_CONTINUATION (0x08)   // a slice of a large page after its first (its `capacity`: the distance back to the first)
-#define MI_PAGE_CHECK_SLOW   (0x10)   // checked fast paths (MI_CHECKED_FAST_PATHS): blocks that path cannot check (huge, or no room for a trailer)
+#define MI_PAGE_CHECK_SLOW   (0x10)   // checked fast paths (MI_CHECKED_FAST_PATHS, MI_FULL_FAST_PATH): blocks those paths cannot check (huge, or no room for a trailer)
 typedef _Atomic(uint8_t) mi_page_flags_t;
 
 // ------------------------------------------------------

@@ -528,7 +528,7 @@ static void mi_page_init(mi_heap_t* heap, mi_page_t* page, size_t block_size) {
   #if (MI_PADDING > 0)
   page->block_last = (uint32_t)((page->reserved - 1) * bsize);
   #endif
-  #if defined(MI_CHECKED_FAST_PATHS)
+  #if defined(MI_CHECKED_FAST_PATHS) || defined(MI_FULL_FAST_PATH)
   // (the free fast path then checks neither: such a page's frees take the generic path)
   if (sentinel || bsize < MI_PADDING_SIZE + sizeof(mi_block_t)) mi_page_set_flag(page, MI_PAGE_CHECK_SLOW, true);
   #endif

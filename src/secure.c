@@ -563,6 +563,45 @@ static inline bool mi_free_fast_checked(const mi_page_t* page, mi_block_t* block
 }
 #endif
 
+#if defined(MI_FULL_FAST_PATH)
+// A neighbour of a block the owner frees: live with its fill intact, or free
+// with a link into the page's blocks.
+static inline bool mi_free_neighbour_ok(const mi_page_t* page, const mi_block_t* neighbour, size_t usable) {
+  const uint64_t state = mi_trailer_state(page, neighbour, usable);
+  if (mi_trailer_state_is_live(state, usable)) return mi_trailer_fill_intact(neighbour, usable, (size_t)(state >> 32));
+  return mi_trailer_state_is_free(page, state);
+}
+
+// The owner's fast path in FULL: the checks of mi_free_check_trailers in one
+// leaf, and nothing changes until they all passed: the pointer in its page's
+// blocks, its own trailer live with the fill intact, the neighbours below
+// and above live and intact or free; then the trailer reads free with the
+// link to the page's local_free, and the block is zeroed. Anything else
+// returns false, and mi_free_generic checks again and reports (a damaged
+// neighbour too). (Pages of huge blocks and 8-byte blocks are
+// MI_PAGE_CHECK_SLOW and never come here.)
+static inline bool mi_free_fast_full(const mi_page_t* page, mi_block_t* block) {
+  if (mi_unlikely(!mi_free_ptr_in_area(page, block))) return false;
+  const size_t bsize = page->xblock_size;
+  mi_assert_internal(bsize < MI_HUGE_BLOCK_SIZE && bsize >= MI_PADDING_SIZE + sizeof(mi_block_t));
+  const size_t usable = bsize - MI_PADDING_SIZE;
+  uint8_t* const trailer = mi_trailer_of(block, usable);
+  const uint64_t key = mi_trailer_key(page, block);
+  const uint64_t state = mi_trailer_load(trailer) ^ key;
+  if (mi_unlikely(!mi_trailer_state_is_live(state, usable) ||
+                  !mi_trailer_fill_intact(block, usable, (size_t)(state >> 32)))) return false;
+  const mi_block_t* const below = (const mi_block_t*)((const uint8_t*)block - bsize);
+  if (((const uint8_t*)block >= page->page_start + bsize || page->has_front_canary) &&
+      mi_unlikely(!mi_free_neighbour_ok(page, below, usable))) return false;
+  const mi_block_t* const above = (const mi_block_t*)((const uint8_t*)block + bsize);
+  if ((const uint8_t*)above < page->page_start + (size_t)page->capacity * bsize &&
+      mi_unlikely(!mi_free_neighbour_ok(page, above, usable))) return false;
+  mi_trailer_store(trailer, key ^ mi_trailer_free_state(page, page->local_free));   // (before the zeroing, as mi_free_check_trailers)
+  if (mi_page_zeroes_on_free(page)) mi_block_zero(block, usable);
+  return true;
+}
+#endif
+
 // ---------------------------------------------------------------------------
 // The hooks on free (free.c); constants in a release build
 // ---------------------------------------------------------------------------
@@ -587,6 +626,8 @@ static inline bool mi_free_check_segment(const mi_segment_t* segment) {
 static inline bool mi_free_check_fast(mi_page_t* page, mi_block_t* block) {
   #if defined(MI_CHECKED_FAST_PATHS)
   return mi_free_fast_checked(page, block);
+  #elif defined(MI_FULL_FAST_PATH)
+  return mi_free_fast_full(page, block);
   #elif defined(MI_FREE_CHECK_PTR)
   return (mi_free_ptr_in_area(page, block) && mi_free_checks(page, block, true, true, false));
   #else
