@@ -23,8 +23,8 @@
 static mi_decl_noinline void* mi_page_malloc_checked(mi_heap_t* heap, mi_page_t* page, size_t size);
 
 // Pop a block from a page known to have free blocks; else take the slow path.
-// (`checked`: the checked version of builds with MI_CHECKED_FAST_PATHS; else
-// a constant false.)
+// (`checked`: the checked version of builds with MI_CHECKED_FAST_PATHS or
+// MI_FULL_FAST_PATH; else a constant false.)
 static mi_decl_forceinline void* mi_page_malloc_take(mi_heap_t* heap, mi_page_t* page, size_t size, bool checked) {
   mi_block_t* const block = page->free;
   if (mi_unlikely(block == NULL)) {
@@ -68,7 +68,7 @@ void* _mi_page_malloc(mi_heap_t* heap, mi_page_t* page, size_t size) mi_attr_noe
 // no room for a trailer (MI_PAGE_CHECK_SLOW) takes the checked version; the
 // fast path never meets those (the direct array's pages are neither).
 void* _mi_page_malloc_any(mi_heap_t* heap, mi_page_t* page, size_t size) mi_attr_noexcept {
-  #if defined(MI_CHECKED_FAST_PATHS)
+  #if defined(MI_CHECKED_FAST_PATHS) || defined(MI_FULL_FAST_PATH)
   if (mi_unlikely((mi_page_flags(page) & MI_PAGE_CHECK_SLOW) != 0)) return mi_page_malloc_checked(heap, page, size);
   return _mi_page_malloc(heap, page, size);
   #else

@@ -74,7 +74,6 @@ mi_decl_noinline mi_decl_cold void _mi_block_written_after_free(const mi_page_t*
 // whole check of every block read each large block twice per use (zeroed on
 // free, read back on reuse): the cost of the check, not of the zeroing, was
 // most of the secure build's time on allocation benchmarks.
-#define MI_ZERO_CHECK_WHOLE  (256)
 #define MI_ZERO_CHECK_HEAD   (64)
 #define MI_ZERO_CHECK_EVERY  (8)
 
@@ -198,7 +197,12 @@ static mi_decl_forceinline void mi_block_on_alloc(mi_heap_t* heap, const mi_page
   (void)heap; (void)page; (void)block; (void)size; (void)trailer; (void)key; (void)checked;
   #if defined(MI_ZERO_ON_FREE)
   // the block was zeroed when it was freed (or added): it must still be
+  // (FULL's fast path checked before it took the block: mi_page_pop)
+  #if defined(MI_FULL_FAST_PATH)
+  if (checked && mi_page_zeroes_on_free(page)) {
+  #else
   if (mi_page_zeroes_on_free(page)) {
+  #endif
     const size_t usable = mi_page_usable_block_size(page);
     const size_t ofs = mi_block_zero_check(heap, block, usable);
     if (mi_unlikely(ofs < usable)) _mi_block_written_after_free(page, block, ofs);
@@ -210,9 +214,9 @@ static mi_decl_forceinline void mi_block_on_alloc(mi_heap_t* heap, const mi_page
   block->next = 0;   // no encoded link reaches the program (else the trailer held it)
   #endif
   #if (MI_PADDING > 0)
-  #if defined(MI_CHECKED_FAST_PATHS)
-  // (the unchecked fast path serves the direct array's pages: never huge,
-  // and their blocks have room for a trailer; _mi_page_malloc_any)
+  #if defined(MI_CHECKED_FAST_PATHS) || defined(MI_FULL_FAST_PATH)
+  // (the unchecked fast path never meets a huge page nor blocks with no
+  // room for a trailer: _mi_page_malloc_any)
   mi_assert_internal(checked || (page->xblock_size < MI_HUGE_BLOCK_SIZE && page->xblock_size >= MI_PADDING_SIZE + sizeof(mi_block_t)));
   const size_t usable = (checked ? mi_page_usable_block_size(page) : (size_t)page->xblock_size - MI_PADDING_SIZE);
   if (mi_likely(!checked || usable >= sizeof(mi_block_t))) {

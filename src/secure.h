@@ -118,6 +118,11 @@ static mi_decl_forceinline void mi_block_set_next(const mi_page_t* page, mi_bloc
   mi_trailer_store(mi_block_trailer(page, block), mi_trailer_key(page, block) ^ mi_trailer_free_state(page, next));
 }
 #endif
+// Blocks up to this size are checked whole to read zero when handed out
+// again (zero-on-free); larger ones in their head and last word, and whole
+// now and then (secure.c, mi_block_zero_check).
+#define MI_ZERO_CHECK_WHOLE  (256)
+
 // Zero-on-free helpers: sizes are multiples of 8 and at least 8; short
 // lengths use overlapping 8-byte stores and loads (no loop, no call).
 static inline void mi_store8_zero(uint8_t* p) { mi_store8(p, 0); }
@@ -166,6 +171,14 @@ static inline size_t mi_block_nonzero_offset(const mi_block_t* block, size_t usa
   size_t ofs = 0;
   while (mi_load8((const uint8_t*)block + ofs) == 0) ofs += 8;
   return ofs;
+}
+// Does a block's `usable` bytes read zero? (One accumulator: few registers,
+// for FULL's malloc fast path, which then saves none.)
+static inline bool mi_block_reads_zero(const mi_block_t* block, size_t usable) {
+  const uint8_t* const p = (const uint8_t*)block;
+  uint64_t any = mi_load8(p) | mi_load8(p + usable - 8);
+  for (size_t ofs = 8; ofs + 8 < usable; ofs += 8) any |= mi_load8(p + ofs);
+  return (any == 0);
 }
 // Free, with no link.
 static inline void mi_trailer_set_free(const mi_page_t* page, mi_block_t* block, size_t usable) {
@@ -229,6 +242,26 @@ static inline bool mi_trailer_fill_intact(const mi_block_t* block, size_t usable
 static mi_decl_forceinline bool mi_page_pop(mi_page_t* page, mi_block_t* block, bool checked, uint8_t** trailer, uint64_t* key) {
   (void)checked;
   #if defined(MI_TRAILER_LINK)
+  #if defined(MI_FULL_FAST_PATH)
+  if (!checked) {
+    // FULL's fast path, before anything changes: the block's trailer reads
+    // free with a link into the page's blocks, and all of the block still
+    // reads zero (blocks up to MI_ZERO_CHECK_WHOLE; larger ones, whose check
+    // samples, and anything that fails go to the checked version, which
+    // reports). (Never a huge page, nor one of 8-byte blocks: their pages
+    // are MI_PAGE_CHECK_SLOW, and _mi_page_malloc_any takes them.)
+    mi_assert_internal(page->xblock_size < MI_HUGE_BLOCK_SIZE && page->xblock_size >= MI_PADDING_SIZE + sizeof(mi_block_t));
+    const size_t usable = (size_t)page->xblock_size - MI_PADDING_SIZE;
+    if (usable > MI_ZERO_CHECK_WHOLE) return false;
+    *trailer = mi_trailer_of(block, usable);
+    *key = mi_trailer_key(page, block);
+    const uint64_t state = mi_trailer_load(*trailer) ^ *key;
+    if (mi_unlikely(!mi_trailer_state_is_free(page, state) || !mi_block_reads_zero(block, usable))) return false;
+    const size_t link = (size_t)(state >> 32);
+    page->free = (link == 0 ? NULL : (mi_block_t*)(page->page_start + link - 1));
+    return true;
+  }
+  #endif
   *trailer = mi_block_trailer(page, block);
   *key = mi_trailer_key(page, block);
   page->free = mi_block_next_at(page, block, *trailer, *key);
