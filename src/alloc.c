@@ -32,7 +32,7 @@ static mi_decl_forceinline void* mi_page_malloc_take(mi_heap_t* heap, mi_page_t*
   }
   uint8_t* trailer;
   uint64_t key;
-  if (mi_unlikely(!mi_page_pop(page, block, checked, &trailer, &key))) {   // (checked builds: secure.h)
+  if (mi_unlikely(!mi_page_pop(heap, page, block, checked, &trailer, &key))) {   // (checked builds: secure.h)
     return mi_page_malloc_checked(heap, page, size);
   }
   page->used++;

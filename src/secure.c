@@ -74,7 +74,6 @@ mi_decl_noinline mi_decl_cold void _mi_block_written_after_free(const mi_page_t*
 // whole check of every block read each large block twice per use (zeroed on
 // free, read back on reuse): the cost of the check, not of the zeroing, was
 // most of the secure build's time on allocation benchmarks.
-#define MI_ZERO_CHECK_HEAD   (64)
 #define MI_ZERO_CHECK_EVERY  (8)
 
 static mi_decl_noinline size_t mi_block_zero_check_whole(mi_heap_t* heap, const mi_block_t* block, size_t usable) {

@@ -122,6 +122,7 @@ static mi_decl_forceinline void mi_block_set_next(const mi_page_t* page, mi_bloc
 // again (zero-on-free); larger ones in their head and last word, and whole
 // now and then (secure.c, mi_block_zero_check).
 #define MI_ZERO_CHECK_WHOLE  (256)
+#define MI_ZERO_CHECK_HEAD   (64)
 
 // Zero-on-free helpers: sizes are multiples of 8 and at least 8; short
 // lengths use overlapping 8-byte stores and loads (no loop, no call).
@@ -239,24 +240,35 @@ static inline bool mi_trailer_fill_intact(const mi_block_t* block, size_t usable
 // the list cut). `*trailer` and `*key`: the block's trailer and its key where
 // the link is kept in the trailer (MI_TRAILER_LINK), else NULL and 0. A
 // release build: the plain pop.
-static mi_decl_forceinline bool mi_page_pop(mi_page_t* page, mi_block_t* block, bool checked, uint8_t** trailer, uint64_t* key) {
-  (void)checked;
+static mi_decl_forceinline bool mi_page_pop(mi_heap_t* heap, mi_page_t* page, mi_block_t* block, bool checked, uint8_t** trailer, uint64_t* key) {
+  (void)heap; (void)checked;
   #if defined(MI_TRAILER_LINK)
   #if defined(MI_FULL_FAST_PATH)
   if (!checked) {
     // FULL's fast path, before anything changes: the block's trailer reads
-    // free with a link into the page's blocks, and all of the block still
-    // reads zero (blocks up to MI_ZERO_CHECK_WHOLE; larger ones, whose check
-    // samples, and anything that fails go to the checked version, which
-    // reports). (Never a huge page, nor one of 8-byte blocks: their pages
-    // are MI_PAGE_CHECK_SLOW, and _mi_page_malloc_any takes them.)
+    // free with a link into the page's blocks, and the block still reads
+    // zero as mi_block_zero_check checks it (whole up to
+    // MI_ZERO_CHECK_WHOLE; above, its head and last word, and whole when
+    // the heap's countdown runs out: then, and when anything fails, the
+    // checked version takes it, which reports). (Never a huge page, nor one
+    // of 8-byte blocks: their pages are MI_PAGE_CHECK_SLOW, and
+    // _mi_page_malloc_any takes them.)
     mi_assert_internal(page->xblock_size < MI_HUGE_BLOCK_SIZE && page->xblock_size >= MI_PADDING_SIZE + sizeof(mi_block_t));
     const size_t usable = (size_t)page->xblock_size - MI_PADDING_SIZE;
-    if (usable > MI_ZERO_CHECK_WHOLE) return false;
     *trailer = mi_trailer_of(block, usable);
     *key = mi_trailer_key(page, block);
     const uint64_t state = mi_trailer_load(*trailer) ^ *key;
-    if (mi_unlikely(!mi_trailer_state_is_free(page, state) || !mi_block_reads_zero(block, usable))) return false;
+    if (mi_unlikely(!mi_trailer_state_is_free(page, state))) return false;
+    if (mi_page_zeroes_on_free(page)) {
+      if (usable <= MI_ZERO_CHECK_WHOLE) {
+        if (mi_unlikely(!mi_block_reads_zero(block, usable))) return false;
+      }
+      else {
+        if (heap->zero_check_countdown <= 0) return false;   // (the checked version counts it down and checks whole)
+        if (mi_unlikely(!mi_block_reads_zero(block, MI_ZERO_CHECK_HEAD) || mi_load8((const uint8_t*)block + usable - 8) != 0)) return false;
+        heap->zero_check_countdown--;
+      }
+    }
     const size_t link = (size_t)(state >> 32);
     page->free = (link == 0 ? NULL : (mi_block_t*)(page->page_start + link - 1));
     return true;
