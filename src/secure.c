@@ -542,25 +542,33 @@ static inline bool mi_free_ptr_check(const mi_page_t* page, const void* p) {
 }
 #endif
 
-#if defined(MI_CHECKED_FAST_PATHS)
-// The owner's fast path in the secure profile ON: the pointer in its page's
-// blocks, the block's own trailer live with its fill intact; then the
-// trailer reads free. Anything else (not a block's start, a double free, an
-// overflow) returns false, having changed nothing, and the caller hands the
-// free to mi_free_generic, whose checks say what it is. (Only tail calls
-// leave this path: no registers to save on the way in.)
-static inline bool mi_free_fast_checked(const mi_page_t* page, mi_block_t* block) {
+#if defined(MI_CHECKED_FAST_PATHS) || defined(MI_FULL_FAST_PATH)
+// How the owner's fast paths (ON's and FULL's) begin: the pointer in its
+// page's blocks, the block's own trailer live with its fill intact.
+// `*trailer` and `*key`: the block's trailer and key, for its free state.
+// (Huge blocks, whose size is a call away, and 8-byte blocks, with no room
+// for checks, never come here: their pages are MI_PAGE_CHECK_SLOW.)
+static mi_decl_forceinline bool mi_free_fast_own(const mi_page_t* page, const mi_block_t* block, uint8_t** trailer, uint64_t* key) {
   if (mi_unlikely(!mi_free_ptr_in_area(page, block))) return false;
-  // (huge blocks, whose size is a call away, and 8-byte blocks, with no room
-  // for checks, never come here: their pages are MI_PAGE_CHECK_SLOW)
   const size_t bsize = page->xblock_size;
   mi_assert_internal(bsize < MI_HUGE_BLOCK_SIZE && bsize >= MI_PADDING_SIZE + sizeof(mi_block_t));
   const size_t usable = bsize - MI_PADDING_SIZE;
-  uint8_t* const trailer = mi_trailer_of(block, usable);
-  const uint64_t key = mi_trailer_key(page, block);
-  const uint64_t state = mi_trailer_load(trailer) ^ key;
-  if (mi_unlikely(!mi_trailer_state_is_live(state, usable) ||
-                  !mi_trailer_fill_intact(block, usable, (size_t)(state >> 32)))) return false;
+  *trailer = mi_trailer_of(block, usable);
+  *key = mi_trailer_key(page, block);
+  const uint64_t state = mi_trailer_load(*trailer) ^ *key;
+  return (mi_likely(mi_trailer_state_is_live(state, usable) && mi_trailer_fill_intact(block, usable, (size_t)(state >> 32))));
+}
+#endif
+
+#if defined(MI_CHECKED_FAST_PATHS)
+// The owner's fast path in the secure profile ON: mi_free_fast_own's
+// checks; then the trailer reads free. Anything else (not a block's start, a
+// double free, an overflow) returns false, having changed nothing, and the
+// caller hands the free to mi_free_generic, whose checks say what it is.
+// (Only tail calls leave this path: no registers to save on the way in.)
+static inline bool mi_free_fast_checked(const mi_page_t* page, mi_block_t* block) {
+  uint8_t* trailer; uint64_t key;
+  if (!mi_free_fast_own(page, block, &trailer, &key)) return false;
   mi_trailer_store(trailer, key ^ MI_TRAILER_FREE);
   return true;
 }
@@ -576,23 +584,17 @@ static inline bool mi_free_neighbour_ok(const mi_page_t* page, const mi_block_t*
 }
 
 // The owner's fast path in FULL: the checks of mi_free_check_trailers in one
-// leaf, and nothing changes until they all passed: the pointer in its page's
-// blocks, its own trailer live with the fill intact, the neighbours below
-// and above live and intact or free; then the trailer reads free with the
+// leaf, and nothing changes until they all passed: mi_free_fast_own's, and
+// the neighbours below and above live and intact or free; then the trailer reads free with the
 // link to the page's local_free, and the block is zeroed. Anything else
 // returns false, and mi_free_generic checks again and reports (a damaged
 // neighbour too). (Pages of huge blocks and 8-byte blocks are
 // MI_PAGE_CHECK_SLOW and never come here.)
 static inline bool mi_free_fast_full(const mi_page_t* page, mi_block_t* block) {
-  if (mi_unlikely(!mi_free_ptr_in_area(page, block))) return false;
+  uint8_t* trailer; uint64_t key;
+  if (!mi_free_fast_own(page, block, &trailer, &key)) return false;
   const size_t bsize = page->xblock_size;
-  mi_assert_internal(bsize < MI_HUGE_BLOCK_SIZE && bsize >= MI_PADDING_SIZE + sizeof(mi_block_t));
   const size_t usable = bsize - MI_PADDING_SIZE;
-  uint8_t* const trailer = mi_trailer_of(block, usable);
-  const uint64_t key = mi_trailer_key(page, block);
-  const uint64_t state = mi_trailer_load(trailer) ^ key;
-  if (mi_unlikely(!mi_trailer_state_is_live(state, usable) ||
-                  !mi_trailer_fill_intact(block, usable, (size_t)(state >> 32)))) return false;
   const mi_block_t* const below = (const mi_block_t*)((const uint8_t*)block - bsize);
   if (((const uint8_t*)block >= page->page_start + bsize || page->has_front_canary) &&
       mi_unlikely(!mi_free_neighbour_ok(page, below, usable))) return false;
