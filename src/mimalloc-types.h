@@ -128,8 +128,11 @@
 // MI_CHECK_NEIGHBOURS: the free of a block also checks the canaries of the
 // blocks below and above it (an overflow into a neighbour's slack, an
 // underflow) (FULL and debug builds). Cost: two trailer loads and fill
-// compares per free (about 7% of the suite).
-#define MI_CHECK_NEIGHBOURS  (MI_SECURE_FULL || (MI_DEBUG > 0 && MI_PADDING > 0))
+// compares per free (within the quick suite's spread in FULL; docs/secure.md).
+// MI_CHECK_NEIGHBOURS=0 leaves them out (for measuring).
+#if !defined(MI_CHECK_NEIGHBOURS)
+  #define MI_CHECK_NEIGHBOURS  (MI_SECURE_FULL || (MI_DEBUG > 0 && MI_PADDING > 0))
+#endif
 
 // MI_CHECK_DELETE: C++ new[] marks its blocks, so that delete of a new[]
 // block, delete[] of a new block and a sized delete with the wrong size are
@@ -157,7 +160,11 @@
 // in their head and last word, whole at random; alloc.c mi_block_zero_check)
 // (FULL; small and medium blocks, up to
 // MI_MEDIUM_OBJ_SIZE_MAX; calloc then needs no memset for them).
-#if MI_SECURE_FULL
+// MI_SECURE_ZERO=0 leaves it out of FULL (for measuring).
+#if !defined(MI_SECURE_ZERO)
+  #define MI_SECURE_ZERO  MI_SECURE_FULL
+#endif
+#if MI_SECURE_ZERO && MI_SECURE_FULL
   #define MI_ZERO_ON_FREE 1
 #endif
 

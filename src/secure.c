@@ -595,12 +595,14 @@ static inline bool mi_free_fast_full(const mi_page_t* page, mi_block_t* block) {
   if (!mi_free_fast_own(page, block, &trailer, &key)) return false;
   const size_t bsize = page->xblock_size;
   const size_t usable = bsize - MI_PADDING_SIZE;
-  const mi_block_t* const below = (const mi_block_t*)((const uint8_t*)block - bsize);
-  if (((const uint8_t*)block >= page->page_start + bsize || page->has_front_canary) &&
-      mi_unlikely(!mi_free_neighbour_ok(page, below, usable))) return false;
-  const mi_block_t* const above = (const mi_block_t*)((const uint8_t*)block + bsize);
-  if ((const uint8_t*)above < page->page_start + (size_t)page->capacity * bsize &&
-      mi_unlikely(!mi_free_neighbour_ok(page, above, usable))) return false;
+  if (MI_CHECK_NEIGHBOURS) {
+    const mi_block_t* const below = (const mi_block_t*)((const uint8_t*)block - bsize);
+    if (((const uint8_t*)block >= page->page_start + bsize || page->has_front_canary) &&
+        mi_unlikely(!mi_free_neighbour_ok(page, below, usable))) return false;
+    const mi_block_t* const above = (const mi_block_t*)((const uint8_t*)block + bsize);
+    if ((const uint8_t*)above < page->page_start + (size_t)page->capacity * bsize &&
+        mi_unlikely(!mi_free_neighbour_ok(page, above, usable))) return false;
+  }
   mi_trailer_store(trailer, key ^ mi_trailer_free_state(page, page->local_free));   // (before the zeroing, as mi_free_check_trailers)
   if (mi_page_zeroes_on_free(page)) mi_block_zero(block, usable);
   return true;
@@ -614,9 +616,9 @@ static inline bool mi_free_fast_full(const mi_page_t* page, mi_block_t* block) {
 // Before anything is read at the segment address of a freed pointer: is it
 // one of our segments? (Release builds read the owner id there unchecked: a
 // foreign id sends the free to mi_free_generic, which checks the map.)
-static inline bool mi_free_check_segment(const mi_segment_t* segment) {
+static mi_decl_forceinline bool mi_free_check_segment(const mi_segment_t* segment) {
   #if defined(MI_FREE_CHECK_PTR) || (MI_DEBUG > 0)
-  return _mi_segment_map_contains(segment);
+  return mi_segment_map_contains(segment);   // (segment-map.c)
   #else
   (void)segment;
   return true;

@@ -79,11 +79,19 @@ void _mi_segment_map_freed_at(const mi_segment_t* segment) {
   while (mi_atomic_load_acquire(&mi_segment_map_held) == (uintptr_t)segment) mi_atomic_yield();
 }
 
-bool _mi_segment_map_contains(const void* segment) {
+// Checked builds test every freed pointer here on free's fast path, which
+// uses this forced-inline version (the library is one translation unit,
+// src/static.c): when FULL's free grew, gcc folded the free's hook, whose
+// body was this function's, into _mi_segment_map_contains and called it.
+static mi_decl_forceinline bool mi_segment_map_contains(const void* segment) {
   size_t idx; uintptr_t bit;
   if (((uintptr_t)segment & MI_SEGMENT_MASK) != 0) return false;
   if (!mi_segment_map_index(segment, &idx, &bit)) return false;
   return ((mi_atomic_load_acquire(&mi_segment_map[idx]) & bit) != 0);
+}
+
+bool _mi_segment_map_contains(const void* segment) {
+  return mi_segment_map_contains(segment);
 }
 
 // Announce `segment` as held, and check that it is still ours.
