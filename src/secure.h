@@ -77,7 +77,9 @@ static inline uint64_t mi_trailer_state(const mi_page_t* page, const mi_block_t*
   return (mi_trailer_load(mi_trailer_of(block, usable)) ^ mi_trailer_key(page, block));
 }
 static inline bool mi_trailer_state_is_live(uint64_t state, size_t usable) {
-  return (((uint32_t)state | MI_TRAILER_ARRAY) == (MI_TRAILER_LIVE | MI_TRAILER_ARRAY) && (state >> 32) <= usable);
+  // (only builds that check C++ deletes mark new[] blocks: MI_CHECK_DELETE)
+  const uint32_t array = (MI_CHECK_DELETE ? (uint32_t)MI_TRAILER_ARRAY : 0);
+  return (((uint32_t)state | array) == ((uint32_t)MI_TRAILER_LIVE | array) && (state >> 32) <= usable);
 }
 // free, with no link or one into the page's block area
 static inline bool mi_trailer_state_is_free(const mi_page_t* page, uint64_t state) {
