@@ -5,7 +5,7 @@
   small size classes, which allocators take from the OS, cache or return.
   Each of `threads` threads keeps `slots` such blocks and does `steps` steps:
   4 in 5 steps replace a random slot with a new block of log-uniform size in
-  [64 KiB, max] (32 MiB); 1 in 5 grows the block of a random slot by half with
+  [min, max] (64 KiB to 32 MiB); 1 in 5 grows the block of a random slot by half with
   realloc (up to 1.5 x max). Every new or grown part is touched, one word per
   4 KiB page, as a program would use its memory, so the page faults of memory
   fresh from the OS count, and so does the resident size of memory kept around.
@@ -15,7 +15,10 @@
   Every block carries a tag (bench.h) checked before it is freed and on
   realloc.
 
-  usage: large [threads=ncpu] [steps=1000] [slots=6] [max=33554432]
+  With min below 64 KiB and max near 128 KiB, many slots and steps, it plays
+  the medium size classes (16-128 KiB): `large 2 100000 256 131072 16384`.
+
+  usage: large [threads=ncpu] [steps=1000] [slots=6] [max=33554432] [min=65536]
   prints: steps per second (all threads).
 -----------------------------------------------------------------------------*/
 #include <pthread.h>
@@ -26,7 +29,7 @@
 typedef struct slot_s { char* block; size_t size; } slot_t;
 
 static long steps;
-static size_t slots, max_size;
+static size_t slots, max_size, min_size;
 
 // touch [from, to) one word per page, then re-tag the block
 static void touch(slot_t* s, size_t from) {
@@ -59,7 +62,7 @@ static void* worker(void* arg) {
       bench_check(s->block, s->size, 1, "large");
       free(s->block);
     }
-    s->size = bench_log_range(&rng, 64 * 1024, max_size);
+    s->size = bench_log_range(&rng, min_size, max_size);
     s->block = (char*)bench_malloc(s->size);
     touch(s, 0);
   }
@@ -77,7 +80,9 @@ int main(int argc, char** argv) {
   steps = bench_arg(argc, argv, 2, 1000);
   slots = (size_t)bench_arg(argc, argv, 3, 6);
   max_size = (size_t)bench_arg(argc, argv, 4, 32 * 1024 * 1024);
+  min_size = (size_t)bench_arg(argc, argv, 5, 64 * 1024);
   if (max_size < 128 * 1024) max_size = 128 * 1024;
+  if (min_size < 1024 || min_size > max_size) bench_fail("large: min must lie in [1024, max]");
   const double secs = bench_run_threads(threads, worker);
   printf("large: %ld threads x %ld steps, %.0f steps/s\n", threads, steps, (double)threads * (double)steps / secs);
   return 0;

@@ -535,6 +535,7 @@ typedef struct mi_page_queue_s {
   mi_page_t* first;
   mi_page_t* last;
   size_t     block_size;
+  size_t     taken;     // pages of the size the heap took, fresh or adopted (its first medium pages are smaller: segment.c)
 } mi_page_queue_t;
 
 // Random generator state (see random.c): xoshiro256** in release builds,

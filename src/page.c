@@ -242,6 +242,7 @@ void _mi_page_reclaim(mi_heap_t* heap, mi_page_t* page) {
   mi_assert_internal(mi_tf_delayed(mi_atomic_load_relaxed(&page->xthread_free)) != MI_NEVER_DELAYED_FREE);
   mi_page_set_in_full(page, false);   // reclaimed pages start in their bin queue
   mi_page_queue_t* pq = _mi_heap_page_queue_of(heap, page);
+  pq->taken++;
   _mi_page_queue_push(heap, pq, page);
 }
 
@@ -575,6 +576,7 @@ static mi_page_t* mi_page_fresh_alloc(mi_heap_t* heap, mi_page_queue_t* pq, size
   mi_page_t* page = _mi_segment_page_alloc(heap, block_size, page_alignment, align_offset, &heap->tld->segments);
   if (page == NULL) return NULL;   // out of memory, or a reclaimed page went into the queue
   mi_page_init(heap, page, block_size);
+  pq->taken++;
   _mi_page_queue_push(heap, pq, page);
   return page;
 }

@@ -182,9 +182,9 @@ static bool mi_page_is_used_page(const mi_page_t* page) {
 }
 
 // The area of a page of slices for blocks of `block_size`: one large block,
-// or four medium ones (and more where the last slice has room for them).
-static size_t mi_slice_page_area(size_t block_size) {
-  return (block_size > MI_MEDIUM_OBJ_SIZE_MAX ? block_size : MI_SLICE_PAGE_BLOCKS * block_size);
+// or `blocks` medium ones (and more where the last slice has room for them).
+static size_t mi_slice_page_area(size_t block_size, size_t blocks) {
+  return (block_size > MI_MEDIUM_OBJ_SIZE_MAX ? block_size : blocks * block_size);
 }
 
 // Where the first medium block of a page of slices starts: a multiple of the
@@ -195,17 +195,17 @@ static size_t mi_slice_page_align(size_t block_size) {
   return (block_size & (~block_size + 1));
 }
 
-// The slices a page of slices from slice `idx` takes for blocks of
-// `block_size`: the first slice's area starts after the header, the first
-// medium block where it is aligned, and secure builds keep room for a guard
-// page at the end. Derived from the block size alone: every path that frees,
-// purges or walks a run finds its length again.
-static size_t mi_segment_run_slices(const mi_segment_t* segment, size_t idx, size_t block_size) {
+// The slices a page of slices from slice `idx` takes for `blocks` blocks of
+// `block_size` (one if they are large): the first slice's area starts after
+// the header, the first medium block where it is aligned, and secure builds
+// keep room for a guard page at the end. A page in use finds its length
+// again from its continuations (mi_segment_page_slices).
+static size_t mi_segment_run_slices(const mi_segment_t* segment, size_t idx, size_t block_size, size_t blocks) {
   if (block_size <= MI_SMALL_OBJ_SIZE_MAX) return 1;
   const size_t run_start = idx * MI_SLICE_SIZE;
   size_t start = (idx == 0 ? segment->segment_info_size : run_start);   // (offsets in the segment)
   if (block_size <= MI_MEDIUM_OBJ_SIZE_MAX) start = _mi_align_up(start, mi_slice_page_align(block_size));
-  return _mi_divide_up(start - run_start + mi_slice_page_area(block_size) + mi_segment_guard_size(), MI_SLICE_SIZE);
+  return _mi_divide_up(start - run_start + mi_slice_page_area(block_size, blocks) + mi_segment_guard_size(), MI_SLICE_SIZE);
 }
 
 // What claiming the run of `n` free slices from `first` costs:
@@ -235,14 +235,15 @@ static size_t mi_segment_run_cost(const mi_segment_t* segment, size_t first, siz
   return cost;
 }
 
-// The run of free slices of a large segment that fits a block of
-// `block_size` (from slice 0 it takes more: the header) that costs least to
-// claim (mi_segment_run_cost), the lowest of those; `*cost`: its cost.
-static bool mi_segment_large_find_run_cost(const mi_segment_t* segment, size_t block_size, size_t* first, size_t* cost) {
+// The run of free slices of a large segment that fits `blocks` blocks of
+// `block_size` (mi_segment_run_slices; from slice 0 it takes more: the
+// header) that costs least to claim (mi_segment_run_cost), the lowest of
+// those; `*cost`: its cost.
+static bool mi_segment_large_find_run_cost(const mi_segment_t* segment, size_t block_size, size_t blocks, size_t* first, size_t* cost) {
   mi_assert_internal(segment->page_kind == MI_PAGE_LARGE);
   const uint64_t free = segment->free_mask;
-  const size_t n = mi_segment_run_slices(segment, 1, block_size);
-  if (n == 1 && mi_segment_run_slices(segment, 0, block_size) == 1) {
+  const size_t n = mi_segment_run_slices(segment, 1, block_size, blocks);
+  if (n == 1 && mi_segment_run_slices(segment, 0, block_size, blocks) == 1) {
     // one slice (small blocks): resident with its guard in place, resident,
     // guarded, any; the lowest
     if (free == 0) return false;
@@ -260,30 +261,35 @@ static bool mi_segment_large_find_run_cost(const mi_segment_t* segment, size_t b
   uint64_t starts = free;   // bit i: slices i .. i+n-1 are free
   for (size_t k = 1; k < n && starts != 0; k++) starts &= (free >> k);
   if ((starts & 1) != 0) {
-    const uint64_t run0 = mi_bit_mask(mi_segment_run_slices(segment, 0, block_size), 0);
+    const uint64_t run0 = mi_bit_mask(mi_segment_run_slices(segment, 0, block_size, blocks), 0);
     if ((free & run0) != run0) starts &= ~(uint64_t)1;
   }
   if (starts == 0) return false;
   *first = mi_ctz(starts);
-  *cost = mi_segment_run_cost(segment, *first, mi_segment_run_slices(segment, *first, block_size));
+  *cost = mi_segment_run_cost(segment, *first, mi_segment_run_slices(segment, *first, block_size, blocks));
   if (!MI_SECURE_PAGE_GUARDS && segment->purge_mask == 0) return true;   // (every run costs its length)
   for (uint64_t m = starts & (starts - 1); m != 0 && *cost > 0; m &= m - 1) {
     const size_t i = mi_ctz(m);
-    const size_t c = mi_segment_run_cost(segment, i, mi_segment_run_slices(segment, i, block_size));
+    const size_t c = mi_segment_run_cost(segment, i, mi_segment_run_slices(segment, i, block_size, blocks));
     if (c < *cost) { *cost = c; *first = i; }
   }
   return true;
 }
 
+// (a thread's own segments of slices: pages sized for MI_SLICE_PAGE_BLOCKS medium blocks)
 static bool mi_segment_large_find_run(const mi_segment_t* segment, size_t block_size, size_t* first) {
   size_t cost;
-  return mi_segment_large_find_run_cost(segment, block_size, first, &cost);
+  return mi_segment_large_find_run_cost(segment, block_size, MI_SLICE_PAGE_BLOCKS, first, &cost);
 }
 
-// The slices of a page: more than one only for a large page in use.
+// The slices of a page: more than one only for a large page in use, whose
+// continuations follow it (a page's first medium blocks may have a shorter
+// run than the next ones: mi_segment_medium_blocks).
 static size_t mi_segment_page_slices(const mi_segment_t* segment, const mi_page_t* page) {
-  if (segment->page_kind != MI_PAGE_LARGE || !page->segment_in_use || page->xblock_size == 0) return 1;
-  return mi_segment_run_slices(segment, page->segment_idx, page->xblock_size);
+  if (segment->page_kind != MI_PAGE_LARGE || !page->segment_in_use) return 1;
+  size_t n = 1;
+  while (page->segment_idx + n < segment->capacity && mi_page_is_continuation(page + n)) n++;
+  return n;
 }
 
 // ---------------------------------------------------------------------------
@@ -313,7 +319,7 @@ uint8_t* _mi_segment_page_start(const mi_segment_t* segment, const mi_page_t* pa
   size_t psize = slice_size;
   size_t last = page->segment_idx;   // the page's last slice
   if (segment->page_kind == MI_PAGE_LARGE && block_size > 0) {
-    const size_t n = mi_segment_run_slices(segment, page->segment_idx, block_size);
+    const size_t n = mi_segment_page_slices(segment, page);
     psize = n * slice_size;
     last += n - 1;
   }
@@ -1997,7 +2003,7 @@ static void mi_shared_try_purge(int64_t now, bool force) {
 // the first segment with a run where nothing faults in ends the search),
 // else a run in a new shared segment. NULL
 // and `*nested` when this thread holds the lock already.
-static mi_page_t* mi_shared_page_alloc(mi_heap_t* heap, size_t block_size, bool* nested, bool* adopted, mi_segments_tld_t* tld) {
+static mi_page_t* mi_shared_page_alloc(mi_heap_t* heap, size_t block_size, size_t blocks, bool* nested, bool* adopted, mi_segments_tld_t* tld) {
   *adopted = false;
   if (mi_atomic_load_relaxed(&mi_shared_purge_next) != 0) mi_shared_try_purge(_mi_prim_clock_now(), false);
   *nested = !mi_shared_enter();
@@ -2014,7 +2020,7 @@ static mi_page_t* mi_shared_page_alloc(mi_heap_t* heap, size_t block_size, bool*
   size_t best_first = 0, best_cost = 0;
   for (mi_segment_t* segment = mi_shared_first; segment != NULL; segment = segment->next) {
     size_t first, cost;
-    if (!mi_segment_large_find_run_cost(segment, block_size, &first, &cost)) continue;
+    if (!mi_segment_large_find_run_cost(segment, block_size, blocks, &first, &cost)) continue;
     if (best == NULL || cost < best_cost) {
       best = segment; best_first = first; best_cost = cost;
       if (cost < MI_SLICE_FAULT_COST) break;   // (nothing faults in: the earliest such segment, which packs them)
@@ -2022,7 +2028,8 @@ static mi_page_t* mi_shared_page_alloc(mi_heap_t* heap, size_t block_size, bool*
   }
   if (best == NULL) {
     best = mi_segment_alloc(0, MI_PAGE_LARGE, MI_SLICE_SHIFT, 0, 0, true, tld);
-    if (best == NULL || !mi_segment_large_find_run(best, block_size, &best_first)) {
+    size_t cost;
+    if (best == NULL || !mi_segment_large_find_run_cost(best, block_size, blocks, &best_first, &cost)) {
       if (best != NULL) mi_segment_os_free(best, false, &_mi_segments_tld_stats(tld));
       mi_shared_leave();
       return NULL;
@@ -2038,7 +2045,7 @@ static mi_page_t* mi_shared_page_alloc(mi_heap_t* heap, size_t block_size, bool*
     else mi_shared_first = best;
   }
   mi_page_t* page = &best->pages[best_first];
-  const size_t n = mi_segment_run_slices(best, best_first, block_size);
+  const size_t n = mi_segment_run_slices(best, best_first, block_size, blocks);
   if (!mi_segment_page_claim(best, page, n, tld)) {
     if (best->used == 0) mi_shared_segment_free(best, tld);
     page = NULL;
@@ -2126,6 +2133,17 @@ static mi_segment_t* mi_segment_reclaim_or_alloc(mi_heap_t* heap, size_t block_s
   return mi_segment_alloc(0, page_kind, page_shift, 0, 0, false, tld);
 }
 
+// The medium blocks a heap's next page of `block_size` is sized for: one for
+// its first page of the size, two for the second, then MI_SLICE_PAGE_BLOCKS
+// (docs/design.md, "Medium blocks"). A thread that uses a size for a block or
+// two (most sizes, in programs whose threads do a short task each) does not
+// keep a run for four resident; one that uses many soon takes pages of four.
+static size_t mi_segment_medium_blocks(const mi_heap_t* heap, size_t block_size) {
+  if (block_size <= MI_SMALL_OBJ_SIZE_MAX || block_size > MI_MEDIUM_OBJ_SIZE_MAX) return MI_SLICE_PAGE_BLOCKS;
+  const size_t taken = _mi_page_queue(heap, block_size)->taken;
+  return (taken >= 2 ? MI_SLICE_PAGE_BLOCKS : taken + 1);
+}
+
 // A page of slices (a large block, or medium ones) from the shared segments.
 // An abandoned page adopted there joins the heap's queue (the caller's retry
 // finds it there: NULL) as the pages of a reclaimed segment do.
@@ -2135,7 +2153,7 @@ static mi_page_t* mi_segment_slice_page_alloc(mi_heap_t* heap, size_t block_size
     return mi_page_stash_pop(tld);
   }
   bool nested, adopted;
-  mi_page_t* const shared = mi_shared_page_alloc(heap, block_size, &nested, &adopted, tld);
+  mi_page_t* const shared = mi_shared_page_alloc(heap, block_size, mi_segment_medium_blocks(heap, block_size), &nested, &adopted, tld);
   if (adopted) {
     _mi_page_use_delayed_free(shared, mi_page_delayed_state(shared, false), true);
     _mi_page_free_collect(shared, false);
@@ -2153,7 +2171,7 @@ static mi_page_t* mi_segment_slice_page_alloc(mi_heap_t* heap, size_t block_size
     if (!mi_segment_large_find_run(segment, block_size, &first)) return NULL;   // (a reclaimed one: its room went to the heap)
   }
   mi_page_t* page = &segment->pages[first];
-  if (!mi_segment_page_claim(segment, page, mi_segment_run_slices(segment, first, block_size), tld)) {
+  if (!mi_segment_page_claim(segment, page, mi_segment_run_slices(segment, first, block_size, MI_SLICE_PAGE_BLOCKS), tld)) {
     if (segment->used == 0) mi_segment_free(segment, false, tld);
     return NULL;
   }

@@ -151,15 +151,19 @@ TEST(Large, BlocksOfAThreadThatEndedGoBackWhenAnotherThreadFreesThem) {
 // that allocates blocks of that size takes the page over (within a few pages:
 // others of the size may have waited longer), not a heap that may be
 // destroyed, and the block survives both. (Pages of small and medium blocks
-// are slices of segments no thread owns.)
+// are slices of segments no thread owns. A thread's first page of a medium
+// size holds one block, its second two or more: the kept block is the
+// thread's third of the size, in a page where the second leaves room.)
 static void expect_the_next_thread_adopts_the_page(size_t size) {
   LongPurgeDelay delay;
   void* kept = nullptr;
   on_fresh_thread([&] {
+    void* first = opaque(mi_malloc(dyn(size)));
+    void* second = opaque(mi_malloc(dyn(size)));
     kept = opaque(mi_malloc(dyn(size)));
-    void* other = opaque(mi_malloc(dyn(size)));
     fill_pattern(kept, size, 7);
-    mi_free(other);
+    mi_free(first);
+    mi_free(second);
   });
   ASSERT_NE(kept, nullptr);
   on_fresh_thread([&] {

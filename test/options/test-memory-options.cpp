@@ -681,11 +681,14 @@ TEST(ThreadExit, PurgesWhatItEmptiesBeyondTheExitBudget) {
   // 80 MiB: at most 32 MiB of freed memory wait in the regions for the next
   // threads; the rest of what the ending thread empties goes back at once
   // (no background purge thread: it runs in every program with two threads,
-  // and its region purges during the exit change what the budget counts)
+  // and its region purges during the exit change what the budget counts).
+  // Its pages in the first segment, which the main thread's blocks keep,
+  // wait for their delay too: up to 4 MiB, less what the main thread uses
+  // there (44.0-44.2 MiB went back at once in the builds measured)
   ChildResult r;
   if (!run_ok(&r, "exit_own", { "MIMALLOC_RESET_DELAY=10000", "MIMALLOC_BACKGROUND_PURGE=0" }, { "0", "80" })) return;
   EXPECT_GT(r.num("full.rss"), r.num("start.rss") + (long long)(78 * MiB)) << r.describe();
-  EXPECT_LT(r.num("exited.rss"), r.num("full.rss") - (long long)(44 * MiB)) << r.describe();
+  EXPECT_LT(r.num("exited.rss"), r.num("full.rss") - (long long)(43 * MiB)) << r.describe();
   EXPECT_GT(r.num("exited.rss"), r.num("full.rss") - (long long)(56 * MiB)) << r.describe();
 }
 
