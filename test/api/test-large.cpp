@@ -18,7 +18,9 @@
 #include <gtest/gtest.h>
 #include <mimalloc.h>
 
+#include <algorithm>
 #include <atomic>
+#include <climits>
 #include <cstdint>
 #include <cstring>
 #include <set>
@@ -192,6 +194,42 @@ static void expect_the_next_thread_adopts_the_page(size_t size) {
   });
   EXPECT_TRUE(has_pattern(kept, size, 7));
   mi_free(kept);
+}
+
+// A thread that uses a medium size for a block or two does not hold a run of
+// slices sized for four (resident, when earlier pages touched its slices):
+// its first page of the size has room for one block (or as many as its one
+// slice holds), its second for two or more; a thread that uses the size a
+// lot soon gets pages of four, which keep it from claiming a page under the
+// shared lock for every block.
+TEST(Medium, AThreadsFirstPagesOfASizeAreSmallItsLaterOnesHoldFour) {
+  on_fresh_thread([] {
+    const size_t size = 44 * KiB;   // (a size no other test uses: no abandoned page of it to adopt)
+    std::vector<void*> blocks;
+    for (size_t i = 0; i < 12; i++) {
+      blocks.push_back(opaque(mi_malloc(dyn(size))));
+      ASSERT_NE(blocks.back(), nullptr);
+      fill_pattern(blocks.back(), size, (uint8_t)i);
+    }
+    std::vector<size_t> room;   // blocks each page of the size has room for
+    auto visit = [](const mi_heap_t*, const mi_heap_area_t* area, void*, size_t, void* arg) {
+      if (area->block_size >= 44 * KiB && area->block_size <= 48 * KiB + 64) {
+        static_cast<std::vector<size_t>*>(arg)->push_back(area->reserved / area->block_size);
+      }
+      return true;
+    };
+    EXPECT_TRUE(mi_heap_visit_blocks(mi_heap_get_default(), false, visit, &room));
+    ASSERT_GE(room.size(), 3u);
+    size_t least = SIZE_MAX, most = 0, all = 0;
+    for (size_t n : room) { least = std::min(least, n); most = std::max(most, n); all += n; }
+    EXPECT_EQ(least, 1u) << "the thread's first page of the size holds more than one block";
+    EXPECT_GE(most, 4u) << "a thread that uses the size a lot gets no pages of four";
+    EXPECT_GE(all, blocks.size());
+    for (size_t i = 0; i < blocks.size(); i++) {
+      EXPECT_TRUE(has_pattern(blocks[i], size, (uint8_t)i));
+      mi_free(blocks[i]);
+    }
+  });
 }
 
 TEST(Medium, APageAThreadLeftServesTheNextThreadsBlocksOfItsSize) {
