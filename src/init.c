@@ -54,6 +54,7 @@ const mi_heap_t _mi_heap_empty = {
   MI_RANDOM_EMPTY,            // random
   0,                          // page_count
   MI_BIN_FULL, 0, 0,          // page_retired_min/max/size
+  0,                          // retire_clock
   NULL,                       // next
   false                       // no_reclaim
 };
@@ -82,6 +83,7 @@ mi_heap_t _mi_heap_main = {
   MI_RANDOM_EMPTY,
   0,
   MI_BIN_FULL, 0, 0,
+  0,
   NULL,
   false
 };

@@ -428,7 +428,7 @@ static inline uint8_t _mi_bin(size_t size) {
 // The size-class table: the block size (in words) of each of the 73 bins that
 // _mi_bin maps sizes to, then the huge and full queues. Every heap's queues
 // start from it (init.c); _mi_bin_size reads it back.
-#define QNULL(sz)  { NULL, NULL, (sz)*sizeof(uintptr_t), 0 }
+#define QNULL(sz)  { NULL, NULL, (sz)*sizeof(uintptr_t), 0, 0, false }
 #define MI_PAGE_QUEUES_EMPTY \
   { QNULL(     1), QNULL(     1), QNULL(     2), QNULL(     3), QNULL(     4), QNULL(     5), \
     QNULL(     6), QNULL(     7), QNULL(     8), QNULL(    10), QNULL(    12), QNULL(    14), \

@@ -312,8 +312,9 @@ typedef struct mi_padding_s {
 #define MI_MAX_EXTEND_SIZE                (4*KiB)   // extend a free list by one OS page worth at most
 #define MI_MIN_EXTEND                     (MI_SECURE_RANDOM ? MI_SECURE_MIN_EXTEND : 1)   // (secure builds: something to shuffle)
 
-#define MI_RETIRE_CYCLES_SMALL            (8)       // retire delay for blocks <= 16 KiB
+#define MI_RETIRE_CYCLES_SMALL            (8)       // retire delay (fresh-page requests of the heap) for blocks <= 16 KiB
 #define MI_RETIRE_CYCLES_LARGE            (2)       // and for larger blocks
+#define MI_RETIRE_CYCLES_LONG             (64)      // for small and medium sizes that came back soon after their retired page expired
 #define MI_RETIRE_MAX_SIZE                (512*KiB) // page area a heap keeps retired at most (the last page of a size class always may be); 1 MiB raised bench batch peak RSS by a segment
 
 #define MI_RECLAIM_TRIES                  (8)       // abandoned segments inspected per fresh-page request
@@ -536,6 +537,8 @@ typedef struct mi_page_queue_s {
   mi_page_t* last;
   size_t     block_size;
   size_t     taken;     // pages of the size the heap took, fresh or adopted (its first medium pages are smaller: segment.c)
+  size_t     expired;   // the heap's retire clock when a retired page of the size last expired (0: never)
+  bool       retire_long;  // the size came back soon after its retired page expired: retire its pages longer
 } mi_page_queue_t;
 
 // Random generator state (see random.c): xoshiro256** in release builds,
@@ -574,6 +577,7 @@ struct mi_heap_s {
   size_t           page_retired_min;                    // bins that may hold a retired page
   size_t           page_retired_max;
   size_t           page_retired_size;                   // bytes of the pages retired now (bounded by MI_RETIRE_MAX_SIZE)
+  size_t           retire_clock;                        // fresh-page requests so far (_mi_heap_collect_retired)
   struct mi_heap_s* next;                               // next heap of this thread
   bool             no_reclaim;                          // user heap: never receives reclaimed pages
 };
