@@ -42,6 +42,7 @@ const mi_page_t _mi_page_empty = { 0 };
 const mi_heap_t _mi_heap_empty = {
   NULL,                       // tld
   MI_PROF_UNARMED,            // prof_countdown
+  MI_RECYCLES,                // recycle_countdown
   #if defined(MI_ZERO_ON_FREE)
   0,                          // zero_check_countdown
   #endif
@@ -71,6 +72,7 @@ static mi_tld_t tld_main;
 mi_heap_t _mi_heap_main = {
   &tld_main,
   MI_PROF_UNARMED,
+  MI_RECYCLES,
   #if defined(MI_ZERO_ON_FREE)
   0,
   #endif
