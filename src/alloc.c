@@ -4,10 +4,9 @@
 
   The malloc fast path fits on one screen: for size <= 1 KiB, index the
   heap's direct-page array by word size and pop the page's free list; any
-  miss goes to `_mi_malloc_generic`. Up to 128 KiB, the first page of the
-  size class's queue serves the same way (mi_heap_malloc_medium). A page
-  whose free list ran out takes the blocks its thread freed into it without
-  the generic path, most of the time (_mi_page_recycle_local). The heap profiler adds one countdown
+  miss goes to `_mi_malloc_generic`, which first lets a page whose free list
+  ran out take the blocks its thread freed into it, most of the time, without
+  its housekeeping (_mi_page_recycle_local). The heap profiler adds one countdown
   decrement to it and nothing to free: a page holding a sampled block has a
   flag that sends its frees to the generic path (prof.c).
 -----------------------------------------------------------------------------*/
@@ -95,25 +94,11 @@ mi_decl_restrict void* mi_malloc_small(size_t size) mi_attr_noexcept {
   return mi_heap_malloc_small_inline(mi_get_default_heap(), size);
 }
 
-// Blocks of more than 1 KiB (`size` with the padding), up to the medium
-// sizes: the first page of the size's queue, as the generic path would find
-// it, with the blocks the thread freed into it (_mi_page_recycle_local).
-static mi_decl_noinline void* mi_heap_malloc_medium(mi_heap_t* heap, size_t size) {
-  if (mi_likely(size <= MI_MEDIUM_OBJ_SIZE_MAX)) {
-    mi_page_t* const page = heap->pages[_mi_bin(size)].first;
-    if (mi_likely(page != NULL)) {   // (the constant empty heap has none)
-      _mi_page_recycle_local(heap, page);
-      return _mi_page_malloc_any(heap, page, size);   // (no free block: the generic path)
-    }
-  }
-  return _mi_malloc_generic(heap, size);
-}
-
 static inline void* mi_heap_malloc_inline(mi_heap_t* heap, size_t size) {
   if (mi_likely(size <= MI_SMALL_SIZE_MAX)) {
     return mi_heap_malloc_small_inline(heap, size);
   }
-  return mi_heap_malloc_medium(heap, (size <= PTRDIFF_MAX ? size + MI_PADDING_SIZE : size));
+  return _mi_malloc_generic(heap, (size <= PTRDIFF_MAX ? size + MI_PADDING_SIZE : size));
 }
 
 mi_decl_restrict void* mi_heap_malloc(mi_heap_t* heap, size_t size) mi_attr_noexcept {

@@ -231,26 +231,27 @@ bool       _mi_page_queue_is_full(const mi_page_queue_t* pq);
 // page.c
 void*      _mi_malloc_generic(mi_heap_t* heap, size_t size) mi_attr_noexcept;
 
-// A page whose free list ran out takes the blocks its thread freed into it
-// (local_free) as its free list, MI_RECYCLES times between runs of the
-// generic path. A page threads one OS page of blocks at a time (a single one
-// of 4 KiB or more), so the block a program freed last is mostly on
-// local_free: the generic path would collect it on nearly every allocation,
-// about 100 instructions with its housekeeping (the deferred hook, other
-// threads' delayed frees, the page's remote frees, the purge thread's start),
-// which it still does every MI_RECYCLES of these. Not in builds with a random
-// free order: there the next block must not predictably be the one freed
-// last. docs/design.md, "Fast paths".
-static inline void _mi_page_recycle_local(mi_heap_t* heap, mi_page_t* page) {
+// A small block's page whose free list ran out takes the blocks its thread
+// freed into it (local_free) as its free list, MI_RECYCLES times between
+// runs of the generic path's housekeeping (the deferred hook, other threads'
+// delayed frees, the page's remote frees, the purge thread's start), which
+// costs about 100 instructions. A page threads one OS page of blocks at a
+// time (4 of 1 KiB), so a program that frees and allocates such blocks found
+// the block it freed on local_free on every few allocations. Not in builds
+// with a random free order: there the next block must not predictably be the
+// one freed last. Returns whether it did. docs/design.md, "Fast paths".
+static inline bool _mi_page_recycle_local(mi_heap_t* heap, mi_page_t* page) {
   #if !MI_SECURE_RANDOM
   if (page->free == NULL && page->local_free != NULL && --heap->recycle_countdown > 0) {   // (never the constant empty page: its local_free is NULL)
     page->free = page->local_free;
     page->local_free = NULL;
     page->is_zero = false;
+    return true;
   }
   #else
   (void)heap; (void)page;
   #endif
+  return false;
 }
 void       _mi_page_free_collect(mi_page_t* page, bool force);
 void       _mi_page_reclaim(mi_heap_t* heap, mi_page_t* page);

@@ -727,17 +727,12 @@ void* _mi_malloc_generic(mi_heap_t* heap, size_t size) mi_attr_noexcept {
   #if defined(MI_ZERO_AREA)
   if (size == MI_PADDING_SIZE) return _mi_zero_alloc();   // malloc(0)
   #endif
-  #if !MI_SECURE_RANDOM
   if (size <= MI_SMALL_SIZE_MAX + MI_PADDING_SIZE) {
     // a small block whose page's free list ran out: the blocks the thread
     // freed into it, when it may (_mi_page_recycle_local)
     mi_page_t* const page = heap->pages_free_direct[_mi_wsize_from_size(size)];
-    if (page->free == NULL && page->local_free != NULL && heap->recycle_countdown > 1) {
-      _mi_page_recycle_local(heap, page);
-      return _mi_page_malloc_any(heap, page, size);
-    }
+    if (_mi_page_recycle_local(heap, page)) return _mi_page_malloc_any(heap, page, size);
   }
-  #endif
   _mi_deferred_free(heap, false);
   _mi_heap_delayed_free(heap);
   heap->recycle_countdown = MI_RECYCLES;
