@@ -231,6 +231,13 @@ bool       _mi_page_queue_is_full(const mi_page_queue_t* pq);
 // page.c
 void*      _mi_malloc_generic(mi_heap_t* heap, size_t size) mi_attr_noexcept;
 
+// The blocks the owner freed become the allocation list (the list is empty).
+static inline void _mi_page_take_local_free(mi_page_t* page) {
+  page->free = page->local_free;
+  page->local_free = NULL;
+  page->is_zero = false;
+}
+
 // A small block's page whose free list ran out takes the blocks its thread
 // freed into it (local_free) as its free list, MI_RECYCLES times between
 // runs of the generic path's housekeeping (the deferred hook, other threads'
@@ -243,9 +250,7 @@ void*      _mi_malloc_generic(mi_heap_t* heap, size_t size) mi_attr_noexcept;
 static inline bool _mi_page_recycle_local(mi_heap_t* heap, mi_page_t* page) {
   #if !MI_SECURE_RANDOM
   if (page->free == NULL && page->local_free != NULL && --heap->recycle_countdown > 0) {   // (never the constant empty page: its local_free is NULL)
-    page->free = page->local_free;
-    page->local_free = NULL;
-    page->is_zero = false;
+    _mi_page_take_local_free(page);
     return true;
   }
   #else

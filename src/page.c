@@ -212,10 +212,7 @@ void _mi_page_free_collect(mi_page_t* page, bool force) {
     }
     #endif
     if (mi_likely(page->free == NULL)) {
-      // the usual case: recycle local_free as the allocation list
-      page->free = page->local_free;
-      page->local_free = NULL;
-      page->is_zero = false;
+      _mi_page_take_local_free(page);   // the usual case: recycle local_free as the allocation list
     }
     else if (force) {
       // append local_free to free (only when forced: a linear walk)
