@@ -284,7 +284,10 @@ static bool mi_segment_large_find_run(const mi_segment_t* segment, size_t block_
 
 // The slices of a page: more than one only for a large page in use, whose
 // continuations follow it (a page's first medium blocks may have a shorter
-// run than the next ones: mi_segment_medium_blocks).
+// run than the next ones: mi_segment_medium_blocks). The descriptor after the
+// run belongs to a free slice or another page, which other threads change
+// meanwhile: its flags byte is only ever written atomically, and it never
+// reads as a continuation of this run.
 static size_t mi_segment_page_slices(const mi_segment_t* segment, const mi_page_t* page) {
   if (segment->page_kind != MI_PAGE_LARGE || !page->segment_in_use) return 1;
   size_t n = 1;
@@ -1251,11 +1254,18 @@ static void mi_segment_page_uncount(mi_segment_t* segment, mi_page_t* page, mi_s
 }
 
 // A fresh descriptor: zero but the segment-level fields before `capacity`.
+// The flags byte is stored on its own, atomically: the owner of the run just
+// below reads it, outside the shared lock, to find where its run ends
+// (mi_segment_page_slices; it reads "not a continuation" whatever the
+// descriptor's state, but a plain write would race with that read).
 static void mi_page_descriptor_reset(mi_page_t* page) {
   page->is_zero_init = false;
   page->retire_counted = false;
   const size_t ofs = offsetof(mi_page_t, capacity);
-  memset((uint8_t*)page + ofs, 0, sizeof(*page) - ofs);
+  const size_t flags_ofs = offsetof(mi_page_t, xflags);
+  memset((uint8_t*)page + ofs, 0, flags_ofs - ofs);
+  mi_atomic_store_relaxed(&page->xflags, (uint8_t)0);
+  memset((uint8_t*)page + flags_ofs + sizeof(page->xflags), 0, sizeof(*page) - flags_ofs - sizeof(page->xflags));
 }
 
 // Clear a page that is no longer used and queue it for a delayed purge.
