@@ -190,7 +190,7 @@ size_t _mi_usable_size_of(const void* p) {
     #if defined(MI_ZERO_AREA)
     if (_mi_zero_area_contains(p)) return 0;   // malloc(0)
     #endif
-    if ((const void*)s != p && !_mi_segment_map_contains(s)) {
+    if ((const void*)s != p && !_mi_segment_holds(s, p)) {
       _mi_misuse_message(EINVAL, "mi_usable_size: invalid pointer (not allocated by mimalloc): %p\n", p);
       return 0;
     }

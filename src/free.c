@@ -70,7 +70,7 @@ void mi_free(void* p) mi_attr_noexcept {
     mi_free_unit_aligned(p);
     return;
   }
-  if (mi_unlikely(!mi_free_check_segment(segment))) {   // (checked builds, before anything is read there)
+  if (mi_unlikely(!mi_free_check_segment(segment, p))) {   // (checked builds, before anything is read there)
     mi_free_invalid(p);
     return;
   }
@@ -130,8 +130,8 @@ static bool mi_heap_is_ours(uintptr_t heap) {
 
 // Everything that is not a local free into a non-full page without aligned blocks.
 static mi_decl_noinline void mi_free_generic(mi_segment_t* segment, mi_page_t* page, void* p) mi_attr_noexcept {
-  if (mi_unlikely(!_mi_segment_map_contains(segment))) {
-    // the fast path read a foreign owner id here; nothing else has been touched
+  if (mi_unlikely(!_mi_segment_holds(segment, p))) {
+    // the fast path read a foreign page's heap here; nothing else has been touched
     mi_free_invalid(p);
     return;
   }

@@ -335,8 +335,7 @@ bool mi_heap_check_owned(mi_heap_t* heap, const void* p) {
     page = &segment->pages[0];
   }
   else {
-    if (!_mi_segment_map_contains(segment)) return false;
-    if ((size_t)((const uint8_t*)p - (const uint8_t*)segment) >= segment->segment_size) return false;
+    if (!_mi_segment_holds(segment, p)) return false;
     page = _mi_segment_page_of(segment, p);
   }
   if (!page->segment_in_use || mi_page_heap(page) != heap) return false;

@@ -555,6 +555,12 @@ static inline mi_page_t* _mi_slice_page(mi_page_t* slice) {
   return slice;
 }
 
+// Is `p` inside one of our segments (a segment of the map, and not in the
+// unused rest of a lean segment's 4 MiB unit: segment.c, "Lean pages")?
+static inline bool _mi_segment_holds(const mi_segment_t* segment, const void* p) {
+  return (_mi_segment_map_contains(segment) && (size_t)((const uint8_t*)p - (const uint8_t*)segment) < segment->segment_size);
+}
+
 // The page descriptor of a pointer inside the segment's first 4 MiB.
 static inline mi_page_t* _mi_segment_page_of(const mi_segment_t* segment, const void* p) {
   return _mi_slice_page(_mi_segment_slice_of(segment, p));

@@ -275,6 +275,16 @@
 #define MI_SMALL_PAGES_PER_SEGMENT        (MI_SEGMENT_SIZE/MI_SMALL_PAGE_SIZE)   // 64
 #define MI_SLICES_PER_SEGMENT             (MI_SEGMENT_SIZE/MI_SLICE_SIZE)        // 64
 
+// Lean pages (segment.c, "Lean pages"): a heap's first page of a small size
+// (blocks up to 16 KiB) is a slice of 16 KiB (two where one block does not
+// fit), in a shared *lean segment* of 64 such slices (1 MiB at the start of a
+// 4 MiB unit). Not in builds with guard pages, where a page's guard would
+// take a quarter of it.
+#define MI_LEAN_PAGE_SHIFT                (14)        // 16 KiB
+#if !defined(MI_LEAN_PAGES)
+#define MI_LEAN_PAGES                     (!MI_SECURE_GUARDS)
+#endif
+
 #define MI_SMALL_OBJ_SIZE_MAX             (MI_SMALL_PAGE_SIZE/4)   // 16 KiB
 #define MI_MEDIUM_OBJ_SIZE_MAX            (MI_MEDIUM_PAGE_SIZE/4)  // 128 KiB
 #define MI_LARGE_OBJ_SIZE_MAX             (MI_SEGMENT_SIZE/2)      // 2 MiB
@@ -445,7 +455,7 @@ typedef struct mi_decl_cache_aligned mi_page_s {
 } mi_page_t;
 
 typedef enum mi_page_kind_e {
-  MI_PAGE_LARGE = 1,  // pages of 64 KiB slices (segment.c): one slice of blocks <= 16 KiB, four or more blocks of 16-128 KiB, or one block of 128 KiB-2 MiB
+  MI_PAGE_LARGE = 1,  // pages of slices (segment.c): 64 KiB slices (one slice of blocks <= 16 KiB, four or more blocks of 16-128 KiB, or one block of 128 KiB-2 MiB), or in a lean segment 16 KiB ones (a heap's first page of a small size)
   MI_PAGE_HUGE        // one page of any size holding one block
 } mi_page_kind_t;
 
@@ -490,8 +500,8 @@ typedef struct mi_segment_s {
   bool       guarded;           // secure builds: the header's and the segment end's guards are installed
   bool       shared;            // a shared large segment: owner id MI_THREAD_ID_SHARED, its pages owned by their heaps (segment.c, "Shared large segments")
   uint8_t    page_kind;         // a mi_page_kind_t
-  uint8_t    page_shift;        // log2 of the page size (16, 19 or 22)
-  size_t     huge_purged;       // huge: bytes of its block purged while in use (another thread freed it), counted in `reset` until the segment goes; set by the thread that purges, before the owner may free the segment
+  uint8_t    page_shift;        // log2 of the page size: 16 (slices), 14 (lean pages) or 22 (huge)
+  size_t     huge_purged;       // bytes purged outside its pages, counted in `reset` until the segment goes: huge, its block's while in use (another thread freed it; set by the thread that purges, before the owner may free the segment); lean, the rest of its 4 MiB unit
   _Atomic(uint64_t) guard_mask; // MI_SECURE_PAGE_GUARDS: pages (slices) whose end guard is installed (bit i: pages[i]); atomic and/or: a shared segment's runs set theirs outside its lock
 
   struct mi_segment_s* next;    // free-segment queue links (owner only)

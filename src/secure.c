@@ -614,13 +614,13 @@ static inline bool mi_free_fast_full(const mi_page_t* page, mi_block_t* block) {
 // ---------------------------------------------------------------------------
 
 // Before anything is read at the segment address of a freed pointer: is it
-// one of our segments? (Release builds read the owner id there unchecked: a
-// foreign id sends the free to mi_free_generic, which checks the map.)
-static mi_decl_forceinline bool mi_free_check_segment(const mi_segment_t* segment) {
+// in one of our segments? (Release builds read the page's heap there
+// unchecked: a foreign one sends the free to mi_free_generic, which checks.)
+static mi_decl_forceinline bool mi_free_check_segment(const mi_segment_t* segment, const void* p) {
   #if defined(MI_FREE_CHECK_PTR) || (MI_DEBUG > 0)
-  return mi_segment_map_contains(segment);   // (segment-map.c)
+  return (mi_segment_map_contains(segment) && (size_t)((const uint8_t*)p - (const uint8_t*)segment) < segment->segment_size);   // (segment-map.c)
   #else
-  (void)segment;
+  (void)segment; (void)p;
   return true;
   #endif
 }
@@ -679,7 +679,7 @@ static inline bool mi_zero_free(const void* p) {
 static mi_block_t* mi_live_block_of(const void* p, mi_page_t** ppage, size_t* usable, uint64_t* state) {
   if (p == NULL) return NULL;
   const mi_segment_t* const s = _mi_ptr_segment(p);
-  if ((const void*)s != p && !_mi_segment_map_contains(s)) return NULL;
+  if ((const void*)s != p && !_mi_segment_holds(s, p)) return NULL;
   mi_segment_t* segment;
   mi_page_t* const page = _mi_ptr_page(p, &segment);
   if (page == NULL || !page->segment_in_use || page->xblock_size == 0) return NULL;
@@ -730,7 +730,7 @@ void _mi_free_delete(void* p, size_t size, bool array) mi_attr_noexcept {
 void _mi_check_write(const void* dst, size_t n, const char* fun) mi_attr_noexcept {
   if (n == 0) return;
   const mi_segment_t* const segment = _mi_ptr_segment(dst);
-  if ((const void*)segment == dst || !_mi_segment_map_contains(segment)) return;   // not in a block of ours
+  if ((const void*)segment == dst || !_mi_segment_holds(segment, dst)) return;   // not in a block of ours
   const mi_page_t* const page = _mi_segment_page_of(segment, dst);
   if (!page->segment_in_use || page->xblock_size == 0 || (const uint8_t*)dst < page->page_start) return;
   const size_t bsize = mi_page_block_size(page);

@@ -9,7 +9,9 @@
   cheapest to claim (the most resident slices; in secure builds also the
   fewest guard system calls) in any shared segment, under one process-wide lock. A
   thread keeps a few of the small pages it empties for its next small pages
-  ("The page stash"). A thread owns segments of its own only for the huge
+  ("The page stash"). A heap's first page of a small size is a *lean page*
+  instead: a slice of 16 KiB of a shared lean segment (1 MiB of a 4 MiB unit;
+  "Lean pages" below). A thread owns segments of its own only for the huge
   blocks, and for the pages a signal handler of the lock's holder needs.
 
   Pages given back to a segment wait for a *delayed purge*: after
@@ -175,6 +177,11 @@ static bool mi_page_is_continuation(const mi_page_t* page) {
   return ((mi_page_flags(page) & MI_PAGE_CONTINUATION) != 0);
 }
 
+// A segment of 16 KiB slices ("Lean pages" below)?
+static bool mi_segment_is_lean(const mi_segment_t* segment) {
+  return (MI_LEAN_PAGES && segment->page_shift == MI_LEAN_PAGE_SHIFT);
+}
+
 // A page in use (not a continuation of one): what the loops over a segment's
 // pages in use look at.
 static bool mi_page_is_used_page(const mi_page_t* page) {
@@ -196,16 +203,27 @@ static size_t mi_slice_page_align(size_t block_size) {
 }
 
 // The slices a page of slices from slice `idx` takes for `blocks` blocks of
-// `block_size` (one if they are large): the first slice's area starts after
-// the header, the first medium block where it is aligned, and secure builds
-// keep room for a guard page at the end. A page in use finds its length
-// again from its continuations (mi_segment_page_slices).
+// `block_size` (one if they are large; small blocks: one slice, in a lean
+// segment one block's worth): the first slice's area starts after the header,
+// the first medium block where it is aligned, and secure builds keep room for
+// a guard page at the end. A page in use finds its length again from its
+// continuations (mi_segment_page_slices).
 static size_t mi_segment_run_slices(const mi_segment_t* segment, size_t idx, size_t block_size, size_t blocks) {
-  if (block_size <= MI_SMALL_OBJ_SIZE_MAX) return 1;
-  const size_t run_start = idx * MI_SLICE_SIZE;
+  const size_t slice_size = mi_segment_page_size(segment);   // (16 KiB in a lean segment)
+  const size_t run_start = idx * slice_size;
   size_t start = (idx == 0 ? segment->segment_info_size : run_start);   // (offsets in the segment)
-  if (block_size <= MI_MEDIUM_OBJ_SIZE_MAX) start = _mi_align_up(start, mi_slice_page_align(block_size));
-  return _mi_divide_up(start - run_start + mi_slice_page_area(block_size, blocks) + mi_segment_guard_size(), MI_SLICE_SIZE);
+  if (block_size <= MI_SMALL_OBJ_SIZE_MAX) {
+    if (!mi_segment_is_lean(segment)) return 1;
+    // a lean page of small blocks: one slice, or two where one block does not
+    // fit one (slice 0: its first block's address is a multiple of the block
+    // size, as _mi_segment_page_start places it)
+    if (idx == 0) start += (block_size - (((uintptr_t)segment + start) % block_size)) % block_size;
+    blocks = 1;
+  }
+  else if (block_size <= MI_MEDIUM_OBJ_SIZE_MAX) {
+    start = _mi_align_up(start, mi_slice_page_align(block_size));
+  }
+  return _mi_divide_up(start - run_start + mi_slice_page_area(block_size, blocks) + mi_segment_guard_size(), slice_size);
 }
 
 // What claiming the run of `n` free slices from `first` costs:
@@ -905,11 +923,11 @@ static mi_segment_t* mi_shared_cache;        // empty shared segments kept (link
 static size_t mi_shared_cache_count;
 static size_t mi_shared_count;               // shared segments in use now (the cached ones not counted)
 static size_t mi_shared_peak;                // the most in use at once (the cache keeps 1 + peak/8)
-static size_t mi_shared_made;                // shared segments ever made (eager_commit_delay)
+static size_t mi_shared_made[2];             // shared segments ever made, of slices and lean ones (eager_commit_delay counts each kind)
 
 static bool mi_segment_cache_push(mi_segment_t* segment) {
   mi_assert_internal(segment->shared && segment->used == 0);
-  if (segment->mem_is_pinned) return false;
+  if (segment->mem_is_pinned || mi_segment_is_lean(segment)) return false;
   const size_t option = (size_t)mi_option_get(mi_option_segment_cache);
   if (option == 0) return false;
   const size_t max = 1 + (mi_shared_peak / 8);
@@ -1000,7 +1018,7 @@ static bool mi_segment_mem_alloc(size_t segment_size, size_t info_size, mi_page_
   memset(mem, 0, sizeof(*mem));
   uint64_t word = 0;
   mi_segment_t* cached;
-  if (shared && (cached = mi_segment_cache_pop()) != NULL) {
+  if (shared && segment_size == MI_SEGMENT_SIZE && (cached = mi_segment_cache_pop()) != NULL) {
     // a cached shared segment (under the shared lock): committed, not known zero
     word = mi_segment_guard_word(cached);
     mem->start = (uint8_t*)cached;
@@ -1072,6 +1090,12 @@ static mi_segment_t* mi_segment_init(const mi_segment_mem_t* mem, mi_page_kind_t
     _mi_region_free(segment, mem->size, mem->memid, mem->committed, false, 0);
     return NULL;
   }
+  if (page_kind != MI_PAGE_HUGE && segment_size < mem->size && mem->committed && !mem->zero && !mem->pinned) {
+    // a lean segment on memory an earlier segment left resident: the rest of
+    // its unit is nobody's page, and would stay resident while it lives
+    uint8_t* const rest = mem->start + segment_size;
+    if (_mi_os_purge(rest, mem->size - segment_size)) segment->huge_purged = _mi_os_inward_size(rest, mem->size - segment_size);
+  }
   segment->shared = shared;
   mi_atomic_store_release(&segment->thread_id, (shared ? MI_THREAD_ID_SHARED : _mi_thread_id()));
   if (!shared) mi_segments_track_size((long)segment_size, tld);
@@ -1094,9 +1118,11 @@ static mi_segment_t* mi_segment_alloc(size_t required, mi_page_kind_t page_kind,
                                       size_t page_alignment, size_t align_offset, bool shared, mi_segments_tld_t* tld) {
   mi_assert_internal((page_kind == MI_PAGE_HUGE) == (required > 0));
   mi_assert_internal(page_kind != MI_PAGE_HUGE || page_shift == MI_SEGMENT_SHIFT);
-  const size_t capacity = (page_kind == MI_PAGE_HUGE ? 1 : MI_SEGMENT_SIZE >> page_shift);
+  mi_assert_internal(page_kind == MI_PAGE_HUGE || page_shift == MI_SLICE_SHIFT || (MI_LEAN_PAGES && page_shift == MI_LEAN_PAGE_SHIFT));
+  const size_t capacity = (page_kind == MI_PAGE_HUGE ? 1 : MI_SLICES_PER_SEGMENT);
   size_t info_size;
   size_t segment_size = mi_segment_size(capacity, required, &info_size);
+  if (page_kind != MI_PAGE_HUGE) segment_size = capacity << page_shift;   // (a lean segment: 1 MiB of its 4 MiB unit)
   // big alignment: the pointer handed out lies `ptr_ofs` into the segment,
   // (segment + ptr_ofs + align_offset) % page_alignment == 0, and the block
   // starts at it rounded down to 16 bytes (see _mi_segment_big_aligned_ofs)
@@ -1114,11 +1140,11 @@ static mi_segment_t* mi_segment_alloc(size_t required, mi_page_kind_t page_kind,
   }
   // commit policy: the process's first shared segments (a thread's first own
   // ones) may commit page by page
-  const size_t made = (shared ? mi_shared_made : tld->count);
+  const size_t made = (shared ? mi_shared_made[page_shift == MI_LEAN_PAGE_SHIFT] : tld->count);
   const bool eager_delayed = (page_kind != MI_PAGE_HUGE && made < (size_t)mi_option_get(mi_option_eager_commit_delay));
   const bool eager = !eager_delayed && (mi_option_get(mi_option_eager_commit) != 0);
   const bool commit = eager || (page_kind == MI_PAGE_HUGE);
-  const bool allow_pinned = !MI_SECURE_GUARDS && !eager_delayed;   // pinned large/huge OS pages (secure: guards need mprotect)
+  const bool allow_pinned = !MI_SECURE_GUARDS && !eager_delayed && page_shift != MI_LEAN_PAGE_SHIFT;   // pinned large/huge OS pages (secure: guards need mprotect; a lean segment would pin a whole unit for 1 MiB)
   mi_segment_mem_t mem;
   if (!mi_segment_mem_alloc(segment_size, info_size, page_kind, commit, allow_pinned, shared, page_alignment, os_offset, &mem, tld)) return NULL;
   return mi_segment_init(&mem, page_kind, page_shift, capacity, segment_size, info_size,
@@ -1159,7 +1185,7 @@ static void mi_segment_os_free(mi_segment_t* segment, bool purge_now, mi_stats_t
     }
     bool is_zero;
     mi_segment_guards(segment, false);   // (the commit below would lift them anyway)
-    if (_mi_os_commit(segment, segment->segment_size, &is_zero)) {
+    if (_mi_os_commit(segment, segment->mem_size, &is_zero)) {   // (a lean segment: its whole unit)
       mi_stat_decrease(NULL, committed, committed);   // those bytes were counted already
       whole = true;
     }
@@ -1716,7 +1742,7 @@ void _mi_abandoned_reclaim_all(mi_heap_t* heap, mi_segments_tld_t* tld) {
 static _Atomic(uintptr_t) mi_shared_lock;          // the holder's thread id, 0: free
 static _Atomic(uint32_t) mi_shared_wake;           // bumped by a release that has sleepers to wake (they sleep on it)
 static _Atomic(uint32_t) mi_shared_sleepers;       // threads asleep (or about to be) on mi_shared_wake
-static mi_segment_t* mi_shared_first;             // the shared segments (links next/prev; under the lock)
+static mi_segment_t* mi_shared_first[2];          // the shared segments: of slices, lean (links next/prev; under the lock)
 static _Atomic(uintptr_t) mi_shared_deferred;     // pages given back while their thread held the lock (links: page->next)
 static mi_decl_thread bool mi_shared_forking;     // this thread took the lock for a fork
 
@@ -1767,12 +1793,13 @@ static void mi_shared_release(void) {
 // than the exit budget of freed resident memory (then it is purged now).
 static void mi_shared_segment_free(mi_segment_t* segment, mi_segments_tld_t* tld) {
   mi_assert_internal(segment->used == 0 && segment->shared);
+  const bool lean = mi_segment_is_lean(segment);
   if (segment->prev != NULL) segment->prev->next = segment->next;
-  else mi_shared_first = segment->next;
+  else mi_shared_first[lean] = segment->next;
   if (segment->next != NULL) segment->next->prev = segment->prev;
   segment->next = segment->prev = NULL;
   mi_segment_purge_clear(segment, NULL);
-  mi_shared_count--;
+  if (!lean) mi_shared_count--;
   const bool purge_now = (tld != NULL && mi_segment_exit_over_budget(tld));
   if (!purge_now && mi_segment_cache_push(segment)) return;
   mi_segment_os_free(segment, purge_now, (tld != NULL ? &_mi_segments_tld_stats(tld) : NULL));
@@ -1998,9 +2025,11 @@ static void mi_shared_try_purge(int64_t now, bool force) {
   int64_t next = mi_atomic_load_relaxed(&mi_shared_purge_next);
   if (next != 0) {
     mi_atomic_cas_strong_acq_rel(&mi_shared_purge_next, &next, 0);   // (a later note lowers it again)
-    for (mi_segment_t* segment = mi_shared_first; segment != NULL; segment = segment->next) {
-      mi_segment_purge_due(segment, now, force);
-      if (segment->purge_expire != 0) mi_atomic_expire_lower(&mi_shared_purge_next, segment->purge_expire);
+    for (size_t lean = 0; lean < 2; lean++) {
+      for (mi_segment_t* segment = mi_shared_first[lean]; segment != NULL; segment = segment->next) {
+        mi_segment_purge_due(segment, now, force);
+        if (segment->purge_expire != 0) mi_atomic_expire_lower(&mi_shared_purge_next, segment->purge_expire);
+      }
     }
   }
   mi_shared_leave();
@@ -2013,7 +2042,7 @@ static void mi_shared_try_purge(int64_t now, bool force) {
 // the first segment with a run where nothing faults in ends the search),
 // else a run in a new shared segment. NULL
 // and `*nested` when this thread holds the lock already.
-static mi_page_t* mi_shared_page_alloc(mi_heap_t* heap, size_t block_size, size_t blocks, bool* nested, bool* adopted, mi_segments_tld_t* tld) {
+static mi_page_t* mi_shared_page_alloc(mi_heap_t* heap, size_t block_size, size_t blocks, bool lean, bool* nested, bool* adopted, mi_segments_tld_t* tld) {
   *adopted = false;
   if (mi_atomic_load_relaxed(&mi_shared_purge_next) != 0) mi_shared_try_purge(_mi_prim_clock_now(), false);
   *nested = !mi_shared_enter();
@@ -2028,7 +2057,7 @@ static mi_page_t* mi_shared_page_alloc(mi_heap_t* heap, size_t block_size, size_
   }
   mi_segment_t* best = NULL;
   size_t best_first = 0, best_cost = 0;
-  for (mi_segment_t* segment = mi_shared_first; segment != NULL; segment = segment->next) {
+  for (mi_segment_t* segment = mi_shared_first[lean]; segment != NULL; segment = segment->next) {
     size_t first, cost;
     if (!mi_segment_large_find_run_cost(segment, block_size, blocks, &first, &cost)) continue;
     if (best == NULL || cost < best_cost) {
@@ -2037,22 +2066,22 @@ static mi_page_t* mi_shared_page_alloc(mi_heap_t* heap, size_t block_size, size_
     }
   }
   if (best == NULL) {
-    best = mi_segment_alloc(0, MI_PAGE_LARGE, MI_SLICE_SHIFT, 0, 0, true, tld);
+    best = mi_segment_alloc(0, MI_PAGE_LARGE, (lean ? MI_LEAN_PAGE_SHIFT : MI_SLICE_SHIFT), 0, 0, true, tld);
     size_t cost;
     if (best == NULL || !mi_segment_large_find_run_cost(best, block_size, blocks, &best_first, &cost)) {
       if (best != NULL) mi_segment_os_free(best, false, &_mi_segments_tld_stats(tld));
       mi_shared_leave();
       return NULL;
     }
-    mi_shared_made++;
-    if (++mi_shared_count > mi_shared_peak) mi_shared_peak = mi_shared_count;
+    mi_shared_made[lean]++;
+    if (!lean && ++mi_shared_count > mi_shared_peak) mi_shared_peak = mi_shared_count;
     // (at the end: the search meets the older segments' free slices first)
-    mi_segment_t* last = mi_shared_first;
+    mi_segment_t* last = mi_shared_first[lean];
     while (last != NULL && last->next != NULL) last = last->next;
     best->next = NULL;
     best->prev = last;
     if (last != NULL) last->next = best;
-    else mi_shared_first = best;
+    else mi_shared_first[lean] = best;
   }
   mi_page_t* page = &best->pages[best_first];
   const size_t n = mi_segment_run_slices(best, best_first, block_size, blocks);
@@ -2087,7 +2116,7 @@ static mi_page_t* mi_shared_page_alloc(mi_heap_t* heap, size_t block_size, size_
 
 static bool mi_page_stash_push(mi_segment_t* segment, mi_page_t* page, mi_segments_tld_t* tld) {
   if (tld->ending || tld->stash_count >= MI_STASH_MAX) return false;
-  if (!segment->shared || page->xblock_size > MI_SMALL_OBJ_SIZE_MAX) return false;
+  if (!segment->shared || page->xblock_size > MI_SMALL_OBJ_SIZE_MAX || mi_segment_is_lean(segment)) return false;
   mi_segment_page_uncount(segment, page, &_mi_segments_tld_stats(tld));   // (still counted among the pages)
   mi_page_descriptor_reset(page);
   page->next = tld->stash;
@@ -2154,16 +2183,42 @@ static size_t mi_segment_medium_blocks(const mi_heap_t* heap, size_t block_size)
   return (taken >= 2 ? MI_SLICE_PAGE_BLOCKS : taken + 1);
 }
 
+// ---------------------------------------------------------------------------
+// Lean pages. A thread holds a page for every size it uses, and a thread that
+// uses most of its sizes for a few blocks each (threads that each do a short
+// task) holds mostly free memory: 64 KiB per size, resident where earlier
+// pages touched the slice. So a heap's first page of a small size (blocks up
+// to 16 KiB) is a slice of 16 KiB (two where one block does not fit) of a
+// *lean segment*: a shared segment of slices in all but its slice size
+// (page_shift 14: `free` finds the descriptor as in any segment, and the
+// masks, runs, purges, trims and adoption of slices serve it unchanged), 1 MiB
+// at the start of a 4 MiB unit (pointers find their segment by masking). The
+// rest of the unit is nobody's: purged when the segment is built on resident
+// memory (counted in `reset` until it goes), out of what the segment holds
+// (_mi_segment_holds), and committed again before the unit goes back to its
+// region, which takes only whole units. Later pages of the size are slices of
+// 64 KiB; lean pages do not go to the page stash, and lean segments not to
+// the segment cache. Not in builds with guard pages (a guard would take a
+// quarter of a lean page). See docs/design.md, "Lean pages".
+// ---------------------------------------------------------------------------
+
+// Is a heap's next page of `block_size` a lean page? Its first page of a
+// small size (docs/design.md, "Lean pages").
+static bool mi_segment_lean_page(const mi_heap_t* heap, size_t block_size) {
+  return (MI_LEAN_PAGES && block_size <= MI_SMALL_OBJ_SIZE_MAX && _mi_page_queue(heap, block_size)->taken == 0);
+}
+
 // A page of slices (a large block, or medium ones) from the shared segments.
 // An abandoned page adopted there joins the heap's queue (the caller's retry
 // finds it there: NULL) as the pages of a reclaimed segment do.
 static mi_page_t* mi_segment_slice_page_alloc(mi_heap_t* heap, size_t block_size, mi_segments_tld_t* tld) {
-  if (block_size <= MI_SMALL_OBJ_SIZE_MAX && tld->stash != NULL && (heap->no_reclaim || !mi_shared_abandoned_waiting(block_size))) {
+  const bool lean = mi_segment_lean_page(heap, block_size);
+  if (!lean && block_size <= MI_SMALL_OBJ_SIZE_MAX && tld->stash != NULL && (heap->no_reclaim || !mi_shared_abandoned_waiting(block_size))) {
     // (an abandoned page of the size with room comes first: it has blocks in use)
     return mi_page_stash_pop(tld);
   }
   bool nested, adopted;
-  mi_page_t* const shared = mi_shared_page_alloc(heap, block_size, mi_segment_medium_blocks(heap, block_size), &nested, &adopted, tld);
+  mi_page_t* const shared = mi_shared_page_alloc(heap, block_size, mi_segment_medium_blocks(heap, block_size), lean, &nested, &adopted, tld);
   if (adopted) {
     _mi_page_use_delayed_free(shared, mi_page_delayed_state(shared, false), true);
     _mi_page_free_collect(shared, false);
@@ -2600,7 +2655,8 @@ void _mi_segments_set_owner(mi_segments_tld_t* tld, uintptr_t owner) {
 }
 
 // Is p inside one of our segments? Constant time through the segment map; a
-// pointer beyond the first 4 MiB of a huge block is not recognised.
+// pointer beyond the first 4 MiB of a huge block is not recognised, nor one
+// in the unused rest of a lean segment's unit.
 bool mi_is_in_heap_region(const void* p) mi_attr_noexcept {
   if (p == NULL) return false;
   #if defined(MI_ZERO_AREA)
@@ -2608,5 +2664,5 @@ bool mi_is_in_heap_region(const void* p) mi_attr_noexcept {
   #endif
   mi_segment_t* segment = _mi_ptr_segment(p);
   if ((const void*)segment == p) return (_mi_segment_of_unit_aligned(p) != NULL);
-  return _mi_segment_map_contains(segment);
+  return _mi_segment_holds(segment, p);
 }

@@ -232,6 +232,58 @@ TEST(Medium, AThreadsFirstPagesOfASizeAreSmallItsLaterOnesHoldFour) {
   });
 }
 
+// A thread that uses a small size for a few blocks (most sizes, in programs
+// whose threads each do a short task) does not hold a page of 64 KiB for
+// them: its first page of a small size (blocks up to 16 KiB) is a lean page,
+// a slice of 16 KiB (two where one block does not fit one) of a segment of
+// such slices that takes 1 MiB of its 4 MiB unit (the rest is no block's:
+// not in the heap region); its later pages of the size are 64 KiB. Secure
+// builds, whose pages end in guard pages, keep pages of 64 KiB.
+static void expect_a_lean_first_page(size_t size, size_t count) {
+  on_fresh_thread([=] {
+    std::vector<void*> blocks;
+    for (size_t i = 0; i < count; i++) {
+      blocks.push_back(opaque(mi_malloc(dyn(size))));
+      ASSERT_NE(blocks.back(), nullptr);
+      fill_pattern(blocks.back(), size, (uint8_t)i);
+    }
+    struct areas_t { size_t size; std::vector<size_t> bytes; } areas = { size, {} };
+    auto visit = [](const mi_heap_t*, const mi_heap_area_t* area, void*, size_t, void* arg) {
+      areas_t* const a = static_cast<areas_t*>(arg);   // (the size class: at most an eighth larger, and debug padding)
+      if (area->block_size >= a->size && area->block_size <= a->size + a->size / 8 + 64) a->bytes.push_back(area->reserved);
+      return true;
+    };
+    EXPECT_TRUE(mi_heap_visit_blocks(mi_heap_get_default(), false, visit, &areas));
+    ASSERT_GE(areas.bytes.size(), 2u);
+    const size_t least = *std::min_element(areas.bytes.begin(), areas.bytes.end());
+    const size_t most = *std::max_element(areas.bytes.begin(), areas.bytes.end());
+    const size_t lean_max = (size <= 8 * KiB ? 16 * KiB : 32 * KiB);
+#if defined(MI_TEST_SECURE) && (MI_TEST_SECURE >= 1)
+    EXPECT_GT(least, 32 * KiB) << "a secure build's page is smaller than 64 KiB";
+    (void)lean_max;
+#else
+    EXPECT_LE(least, lean_max) << "the thread's first page of the size is not a lean page";
+    EXPECT_EQ(std::count_if(areas.bytes.begin(), areas.bytes.end(), [=](size_t a) { return a <= lean_max; }), 1)
+        << "more than one lean page of the size";
+    const uintptr_t lean = segment_of(blocks[0]);
+    EXPECT_TRUE(mi_is_in_heap_region(reinterpret_cast<void*>(lean + 512 * KiB)));
+    EXPECT_FALSE(mi_is_in_heap_region(reinterpret_cast<void*>(lean + 2 * MiB)))
+        << "the unused rest of a lean segment's unit counts as the heap's";
+#endif
+    EXPECT_GT(most, 32 * KiB) << "a thread that uses the size a lot gets no page of 64 KiB";
+    for (size_t i = 0; i < blocks.size(); i++) {
+      EXPECT_TRUE(has_pattern(blocks[i], size, (uint8_t)i));
+      mi_free(blocks[i]);
+    }
+  });
+}
+
+// (sizes no other test uses: no abandoned page of them to adopt)
+TEST(Small, AThreadsFirstPageOfASizeIsLeanItsLaterOnesAreNot) {
+  expect_a_lean_first_page(680, 300);
+  expect_a_lean_first_page(12 * KiB + 512, 24);
+}
+
 TEST(Medium, APageAThreadLeftServesTheNextThreadsBlocksOfItsSize) {
   expect_the_next_thread_adopts_the_page(40 * KiB);
 }

@@ -260,16 +260,24 @@ size_t abandoned_total() {
 OrphanRun end_a_thread_and_start_one() {
   void* kept = nullptr;
   const size_t before = abandoned_total();
+  std::vector<std::pair<uintptr_t, size_t>> pages;   // the first thread's pages: start, bytes
   std::thread([&] {
     std::vector<void*> blocks;
     for (int i = 0; i < 200; i++) blocks.push_back(mi_malloc(dyn(72)));
     kept = blocks[0];   // keeps the page in use
     for (size_t i = 1; i < blocks.size(); i++) mi_free(blocks[i]);
+    auto visit = [](const mi_heap_t*, const mi_heap_area_t* area, void*, size_t, void* arg) {
+      static_cast<std::vector<std::pair<uintptr_t, size_t>>*>(arg)->emplace_back((uintptr_t)area->blocks, area->reserved);
+      return true;
+    };
+    mi_heap_visit_blocks(mi_heap_get_default(), false, visit, &pages);
   }).join();
   bool reused = false;
   std::thread([&] {
     void* p = mi_malloc(dyn(72));
-    reused = ((uintptr_t)p >> 16 == (uintptr_t)kept >> 16);   // (small pages are the 64 KiB slices of a segment)
+    for (const auto& page : pages) {
+      if ((uintptr_t)p >= page.first && (uintptr_t)p < page.first + page.second) reused = true;
+    }
     mi_free(p);
   }).join();
   OrphanRun r{ abandoned_total() - before, reused };
