@@ -471,8 +471,7 @@ static void mi_page_to_full(mi_page_t* page, mi_page_queue_t* pq) {
 // Extending the free list
 // ---------------------------------------------------------------------------
 
-static void mi_page_free_list_extend(mi_page_t* page, size_t bsize, size_t extend) {
-  uint8_t* page_area = _mi_page_start(_mi_page_segment(page), page, NULL);
+static void mi_page_free_list_extend(mi_page_t* page, uint8_t* page_area, size_t bsize, size_t extend) {
   mi_block_t* const start = (mi_block_t*)(page_area + (page->capacity * bsize));
   // thread the new blocks in address order
   mi_block_t* const last = (mi_block_t*)((uint8_t*)start + ((extend - 1) * bsize));
@@ -493,7 +492,7 @@ static void mi_page_extend_free(mi_page_t* page) {
   if (page->free != NULL) return;
   if (page->capacity >= page->reserved) return;
   size_t page_size;
-  _mi_page_start(_mi_page_segment(page), page, &page_size);
+  uint8_t* const page_area = _mi_page_start(_mi_page_segment(page), page, &page_size);
   const size_t bsize = (page->xblock_size < MI_HUGE_BLOCK_SIZE ? page->xblock_size : page_size);
   size_t extend = page->reserved - page->capacity;
   size_t max_extend = (bsize >= MI_MAX_EXTEND_SIZE ? MI_MIN_EXTEND : MI_MAX_EXTEND_SIZE / (uint32_t)bsize);
@@ -502,7 +501,7 @@ static void mi_page_extend_free(mi_page_t* page) {
   mi_assert_internal(extend > 0 && extend + page->capacity <= page->reserved);
   // checked builds prepare the new blocks, and secure ones thread them
   // themselves (secure.c; nothing in a release build)
-  if (!mi_page_on_extend(page, bsize, extend)) mi_page_free_list_extend(page, bsize, extend);
+  if (!mi_page_on_extend(page, bsize, extend)) mi_page_free_list_extend(page, page_area, bsize, extend);
   __atomic_store_n(&page->capacity, (uint16_t)(page->capacity + extend), __ATOMIC_RELAXED);   // (mi_page_capacity_shared)
   mi_stat_touched_update(&mi_page_heap(page)->tld->stats, extend * bsize);
   mi_heap_stat_counter_increase(mi_page_heap(page), pages_extended, 1);
