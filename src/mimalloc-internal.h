@@ -588,6 +588,11 @@ static inline uint8_t* _mi_page_start(const mi_segment_t* segment, const mi_page
   return _mi_segment_page_start(segment, page, bsize, page_size, NULL);
 }
 
+// A lean page: a 16 KiB slice of a lean segment (segment.c, "Lean pages").
+static inline bool _mi_page_is_lean(const mi_page_t* page) {
+  return (MI_LEAN_PAGES && _mi_page_segment(page)->page_shift == MI_LEAN_PAGE_SHIFT);
+}
+
 static inline mi_heap_t* mi_page_heap(const mi_page_t* page) {
   return (mi_heap_t*)mi_atomic_load_relaxed(&((mi_page_t*)page)->xheap);
 }
