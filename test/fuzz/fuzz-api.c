@@ -126,6 +126,18 @@ static size_t in_size(input_t* in) {
   }
 }
 
+// A big alignment (above 2 MiB: a dedicated segment) at an offset that puts
+// the pointer in the first bytes of a 4 MiB unit, where the segment header
+// lies: the library refuses it with EINVAL (segment.c,
+// _mi_segment_big_aligned_ofs; 64 KiB bounds every build's header). The
+// realloc forms without an offset keep p's own offset from the alignment, so
+// a block near the end of a unit asks for exactly that.
+static bool offset_has_no_place(size_t align, size_t off) {
+  if (align <= 2 * MiB) return false;
+  const size_t ptr_ofs = (size_t)(0 - off) & (4 * MiB - 1);
+  return (ptr_ofs != 0 && ptr_ofs < 64 * KiB);
+}
+
 // An alignment (a power of two): mostly small, rarely above half a segment.
 static size_t in_alignment(input_t* in) {
   const uint8_t b = in_u8(in);
@@ -438,6 +450,7 @@ static void op_alloc(input_t* in) {
   if (!budget_ok(size)) size = 64;
   void* p = NULL;
   size_t align = 0, off = 0;
+  errno = 0;
   bool zeroed = false;
   const size_t n = (size > 0 && (how & 0x80) ? size / 8 : 0);   // a count for the n-forms, if it divides
   const size_t count = (n > 0 && size % 8 == 0 ? 8 : 1);
@@ -530,6 +543,7 @@ static void op_alloc(input_t* in) {
       default: op_name = "mi_new_aligned_nothrow"; align = alignment; p = mi_new_aligned_nothrow(size, align); break;
     }
   }
+  if (p == NULL && errno == EINVAL && offset_has_no_place(align, off)) return;   // (refused: nothing allocated)
   if (p == NULL) fail("returned NULL for %zu bytes (alignment %zu)", size, align);
   block_set(slot, p, size, align, off, zeroed, o.owner);
 }
@@ -561,6 +575,7 @@ static void op_realloc(input_t* in) {
   bool at_form = false;       // an explicit offset
   void* q;
   uint8_t* const p = b->p;
+  errno = 0;
   if (heap != NULL) {
     switch (how % 8) {
       case 0:  op_name = "mi_heap_realloc"; q = mi_heap_realloc(heap, p, newsize); break;
@@ -601,7 +616,12 @@ static void op_realloc(input_t* in) {
     }
   }
   if (q == NULL) {
+    const int err = errno;
     if (may_fail && newsize > b->usable) { check_block(b, slot, true); return; }   // did not fit: unchanged
+    if (!frees_on_fail && err == EINVAL && offset_has_no_place(align, (at_form ? off : (uintptr_t)p % (align == 0 ? 1 : align)))) {
+      check_block(b, slot, true);   // refused: the block is unchanged
+      return;
+    }
     if (frees_on_fail) fail("returned NULL for %zu bytes (and freed the block)", newsize);
     fail("returned NULL for %zu bytes", newsize);
   }
