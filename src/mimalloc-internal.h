@@ -585,6 +585,11 @@ static inline size_t mi_page_block_size(const mi_page_t* page) {
 // Start of the page's block area.
 static inline uint8_t* _mi_page_start(const mi_segment_t* segment, const mi_page_t* page, size_t* page_size) {
   const size_t bsize = page->xblock_size;
+  // a page of small blocks after slice 0 starts where its slice does (a
+  // free-list extension's case; mi_page_is_valid_init checks it)
+  if (page_size == NULL && page->segment_idx != 0 && bsize <= MI_SMALL_OBJ_SIZE_MAX) {
+    return (uint8_t*)segment + ((size_t)page->segment_idx << segment->page_shift);
+  }
   return _mi_segment_page_start(segment, page, bsize, page_size, NULL);
 }
 

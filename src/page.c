@@ -499,9 +499,11 @@ static void mi_page_extend_free(mi_page_t* page) {
   mi_assert_expensive(mi_page_is_valid_init(page));
   if (page->free != NULL) return;
   if (page->capacity >= page->reserved) return;
-  size_t page_size;
-  uint8_t* const page_area = _mi_page_start(_mi_page_segment(page), page, &page_size);
-  const size_t bsize = (page->xblock_size < MI_HUGE_BLOCK_SIZE ? page->xblock_size : page_size);
+  const mi_segment_t* const segment = _mi_page_segment(page);
+  size_t bsize = page->xblock_size;
+  uint8_t* page_area;
+  if (mi_likely(bsize < MI_HUGE_BLOCK_SIZE)) page_area = _mi_page_start(segment, page, NULL);
+  else page_area = _mi_page_start(segment, page, &bsize);   // (one block: the page area)
   size_t extend = page->reserved - page->capacity;
   size_t max_extend = (bsize >= MI_MAX_EXTEND_SIZE ? MI_MIN_EXTEND : MI_MAX_EXTEND_SIZE / (uint32_t)bsize);
   if (max_extend < MI_MIN_EXTEND) max_extend = MI_MIN_EXTEND;
@@ -738,7 +740,7 @@ void* _mi_malloc_generic(mi_heap_t* heap, size_t size) mi_attr_noexcept {
     if (_mi_page_recycle_local(heap, page)) return _mi_page_malloc_any(heap, page, size);
   }
   _mi_deferred_free(heap, false);
-  _mi_heap_delayed_free(heap);
+  if (mi_atomic_load_relaxed(&heap->thread_delayed_free) != NULL) _mi_heap_delayed_free(heap);
   heap->recycle_countdown = MI_RECYCLES;
 
   mi_page_t* page = mi_find_page(heap, size);
