@@ -3,10 +3,11 @@
   (free is in free.c, the checks of debug and secure builds in secure.c).
 
   The malloc fast path fits on one screen: for size <= 1 KiB, index the
-  heap's direct-page array by word size and pop the page's free list; any
-  miss goes to `_mi_malloc_generic`, which first lets a page whose free list
-  ran out take the blocks its thread freed into it, most of the time, without
-  its housekeeping (_mi_page_recycle_local). The heap profiler adds one countdown
+  heap's direct-page array by word size and pop the page's free list; up to
+  128 KiB, the same from the front page of the size class's queue. A page
+  whose free list ran out refills it, most of the time, without the generic
+  path's housekeeping (_mi_page_recycle_local); anything else goes to
+  `_mi_malloc_generic`. The heap profiler adds one countdown
   decrement to it and nothing to free: a page holding a sampled block has a
   flag that sends its frees to the generic path (prof.c).
 -----------------------------------------------------------------------------*/
@@ -94,11 +95,31 @@ mi_decl_restrict void* mi_malloc_small(size_t size) mi_attr_noexcept {
   return mi_heap_malloc_small_inline(mi_get_default_heap(), size);
 }
 
+// Blocks over 1 KiB up to the medium limit (128 KiB): the page at the front
+// of the size's queue, when its free list has a block, as the direct array
+// serves smaller ones (the generic path leaves the page it allocates from at
+// the front: the pages before it go to the full queue); else the generic
+// path. Not in builds with a random extension order, whose generic path
+// decides between fresh and freed blocks by a coin. docs/design.md, "Fast
+// paths".
+static mi_decl_noinline void* mi_heap_malloc_queued(mi_heap_t* heap, size_t size) {
+  #if !MI_SECURE_RANDOM_EXTEND
+  if (mi_likely(size <= MI_MEDIUM_OBJ_SIZE_MAX - MI_PADDING_SIZE)) {
+    const size_t bsize = size + MI_PADDING_SIZE;
+    mi_page_t* const page = heap->pages[_mi_bin(bsize)].first;   // (NULL in the empty heap of a new thread)
+    if (mi_likely(page != NULL) && (mi_likely(page->free != NULL) || _mi_page_recycle_local(heap, page))) {
+      return _mi_page_malloc_any(heap, page, bsize);
+    }
+  }
+  #endif
+  return _mi_malloc_generic(heap, (size <= PTRDIFF_MAX ? size + MI_PADDING_SIZE : size));
+}
+
 static inline void* mi_heap_malloc_inline(mi_heap_t* heap, size_t size) {
   if (mi_likely(size <= MI_SMALL_SIZE_MAX)) {
     return mi_heap_malloc_small_inline(heap, size);
   }
-  return _mi_malloc_generic(heap, (size <= PTRDIFF_MAX ? size + MI_PADDING_SIZE : size));
+  return mi_heap_malloc_queued(heap, size);
 }
 
 mi_decl_restrict void* mi_heap_malloc(mi_heap_t* heap, size_t size) mi_attr_noexcept {

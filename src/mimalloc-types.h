@@ -324,8 +324,8 @@ typedef struct mi_padding_s {
 
 #define MI_RETIRE_CYCLES_SMALL            (8)       // retire delay (fresh-page requests of the heap) for blocks <= 16 KiB
 #define MI_RETIRE_CYCLES_LARGE            (2)       // and for larger blocks
-#define MI_RETIRE_CYCLES_LONG             (64)
-#define MI_RECYCLES                       (64)      // local_free lists of small pages recycled between runs of the generic path's housekeeping      // for small and medium sizes that came back soon after their retired page expired
+#define MI_RETIRE_CYCLES_LONG             (64)      // for small and medium sizes that came back soon after their retired page expired
+#define MI_RECYCLES                       (64)      // free lists refilled without the generic path's housekeeping between its runs (_mi_page_recycle_local)
 #define MI_RETIRE_MAX_SIZE                (512*KiB) // page area a heap keeps retired at most (the last page of a size class always may be); 1 MiB raised bench batch peak RSS by a segment
 
 #define MI_RECLAIM_TRIES                  (8)       // abandoned segments inspected per fresh-page request

@@ -250,7 +250,7 @@ static inline size_t mi_page_retire_size(const mi_page_t* page) {
 }
 
 // A retired page is used again (or freed): it no longer counts.
-static inline void mi_page_unretire(mi_heap_t* heap, mi_page_t* page) {
+void _mi_page_unretire(mi_heap_t* heap, mi_page_t* page) {
   page->retire_expire = 0;
   if (mi_unlikely(page->retire_counted)) {
     page->retire_counted = false;
@@ -265,7 +265,7 @@ void _mi_page_abandon(mi_page_t* page, mi_page_queue_t* pq) {
   mi_assert_expensive(mi_page_is_valid(page));
   mi_heap_t* pheap = mi_page_heap(page);
   mi_segments_tld_t* segments_tld = &pheap->tld->segments;
-  mi_page_unretire(pheap, page);
+  _mi_page_unretire(pheap, page);
   _mi_page_queue_remove(pq, page);
   // remote frees from now on go straight to thread_free
   mi_assert_internal(mi_tf_delayed(mi_atomic_load_relaxed(&page->xthread_free)) == MI_NEVER_DELAYED_FREE);
@@ -294,7 +294,7 @@ void _mi_page_free(mi_page_t* page, mi_page_queue_t* pq, bool force) {
   mi_page_set_flag(page, MI_PAGE_HAS_ALIGNED | MI_PAGE_HAS_SAMPLED, false);   // no live block: none is aligned or sampled
   mi_heap_t* heap = mi_page_heap(page);
   mi_segments_tld_t* segments_tld = &heap->tld->segments;
-  mi_page_unretire(heap, page);
+  _mi_page_unretire(heap, page);
   _mi_page_queue_remove(pq, page);
   mi_page_set_heap(page, NULL);
   _mi_segment_page_free(page, force, segments_tld);
@@ -410,7 +410,7 @@ void _mi_heap_collect_retired(mi_heap_t* heap, bool all, bool purge_now) {
         }
       }
       else {
-        mi_page_unretire(heap, page);
+        _mi_page_unretire(heap, page);
       }
       page = next;
     }
@@ -495,7 +495,7 @@ static void mi_page_free_list_extend(mi_page_t* page, uint8_t* page_area, size_t
 
 
 // Add up to one OS page worth of blocks (at least MI_MIN_EXTEND) to the free list.
-static void mi_page_extend_free(mi_page_t* page) {
+void _mi_page_extend_free(mi_page_t* page) {
   mi_assert_expensive(mi_page_is_valid_init(page));
   if (page->free != NULL) return;
   if (page->capacity >= page->reserved) return;
@@ -575,7 +575,7 @@ static void mi_page_init(mi_heap_t* heap, mi_page_t* page, size_t block_size) {
   mi_assert_internal(page->retire_expire == 0);
   mi_assert_internal(!mi_page_has_aligned(page));
   mi_assert_internal(page->reserved > 0);
-  mi_page_extend_free(page);
+  _mi_page_extend_free(page);
   mi_assert_internal(mi_page_immediate_available(page));
 }
 
@@ -621,7 +621,7 @@ static mi_page_t* mi_page_queue_find_free_ex(mi_heap_t* heap, mi_page_queue_t* p
     _mi_page_free_collect(page, false);
     if (mi_page_immediate_available(page)) break;
     if (page->capacity < page->reserved) {
-      mi_page_extend_free(page);
+      _mi_page_extend_free(page);
       mi_assert_internal(mi_page_immediate_available(page));
       break;
     }
@@ -638,7 +638,7 @@ static mi_page_t* mi_page_queue_find_free_ex(mi_heap_t* heap, mi_page_queue_t* p
     }
   }
   else {
-    mi_page_unretire(heap, page);
+    _mi_page_unretire(heap, page);
   }
   return page;
 }
@@ -653,12 +653,12 @@ static mi_page_t* mi_find_free_page(mi_heap_t* heap, size_t size) {
     // a coin decides whether fresh blocks come before freed ones: the next
     // block cannot be predicted to be a recycled one
     if (page->capacity < page->reserved && (_mi_heap_random_next(heap) & 1) != 0) {
-      mi_page_extend_free(page);
+      _mi_page_extend_free(page);
     }
     #endif
     _mi_page_free_collect(page, false);
     if (mi_page_immediate_available(page)) {
-      mi_page_unretire(heap, page);
+      _mi_page_unretire(heap, page);
       return page;
     }
   }

@@ -406,20 +406,24 @@ TEST_F(Channel, DeferredFreeHeartbeatIncreases) {
 
 // A program that only frees and allocates blocks of one size in a loop mostly
 // takes its freed blocks back without the generic path's housekeeping
-// (_mi_page_recycle_local); the hook still runs at least every 64 of those.
+// (_mi_page_recycle_local; over 1 KiB from the fast path of the size's queue);
+// the hook still runs at least every 64 of those, for every size.
 TEST_F(Channel, DeferredFreeRunsWhileFreedBlocksAreRecycled) {
-  reset_deferred(false);
-  mi_register_deferred_free(&deferred_hook, nullptr);
-  void* keep = mi_malloc(dyn(1000));   // (the page never empties)
-  for (int i = 0; i < 64000; i++) {
-    void* p = opaque(mi_malloc(dyn(1000)));
-    ASSERT_NE(p, nullptr);
-    mi_free(p);
+  for (size_t size : {(size_t)1000, (size_t)4096, (size_t)20000}) {
+    reset_deferred(false);
+    mi_register_deferred_free(&deferred_hook, nullptr);
+    void* keep = mi_malloc(dyn(size));   // (the page never empties)
+    for (int i = 0; i < 64000; i++) {
+      void* p = opaque(mi_malloc(dyn(size)));
+      ASSERT_NE(p, nullptr);
+      mi_free(p);
+    }
+    mi_free(keep);
+    mi_register_deferred_free(nullptr, nullptr);
+    // (about 330 at 1000 bytes, whose free list runs out every 3 iterations; 1000 over 1 KiB)
+    EXPECT_GE(g_deferred.calls.load(), 100) << "the hook ran too seldom for blocks of " << size;
+    EXPECT_TRUE(g_deferred.increasing);
   }
-  mi_free(keep);
-  mi_register_deferred_free(nullptr, nullptr);
-  EXPECT_GE(g_deferred.calls.load(), 100) << "the hook ran too seldom";   // (about 330: the free list runs out every 3 iterations)
-  EXPECT_TRUE(g_deferred.increasing);
 }
 
 TEST_F(Channel, DeferredFreeIsForcedByCollectTrue) {
