@@ -6,7 +6,7 @@
   heap's direct-page array by word size and pop the page's free list; up to
   128 KiB, the same from the front page of the size class's queue. A page
   whose free list ran out refills it, most of the time, without the generic
-  path's housekeeping (_mi_page_recycle_local); anything else goes to
+  path's housekeeping (_mi_page_refill); anything else goes to
   `_mi_malloc_generic`. The heap profiler adds one countdown
   decrement to it and nothing to free: a page holding a sampled block has a
   flag that sends its frees to the generic path (prof.c).
@@ -107,7 +107,7 @@ static mi_decl_noinline void* mi_heap_malloc_queued(mi_heap_t* heap, size_t size
   if (mi_likely(size <= MI_MEDIUM_OBJ_SIZE_MAX - MI_PADDING_SIZE)) {
     const size_t bsize = size + MI_PADDING_SIZE;
     mi_page_t* const page = heap->pages[_mi_bin(bsize)].first;   // (NULL in the empty heap of a new thread)
-    if (mi_likely(page != NULL) && (mi_likely(page->free != NULL) || _mi_page_recycle_local(heap, page))) {
+    if (mi_likely(page != NULL) && (mi_likely(page->free != NULL) || _mi_page_refill(heap, page))) {
       return _mi_page_malloc_any(heap, page, bsize);
     }
   }

@@ -575,9 +575,13 @@ static inline uint8_t* _mi_page_start(const mi_segment_t* segment, const mi_page
   return _mi_segment_page_start(segment, page, bsize, page_size, NULL);
 }
 
-// A lean page: a 16 KiB slice of a lean segment (segment.c, "Lean pages").
+// A lean segment: 16 KiB slices; its pages are lean pages (segment.c, "Lean pages").
+static inline bool _mi_segment_is_lean(const mi_segment_t* segment) {
+  return (MI_LEAN_PAGES && segment->page_shift == MI_LEAN_PAGE_SHIFT);
+}
+
 static inline bool _mi_page_is_lean(const mi_page_t* page) {
-  return (MI_LEAN_PAGES && _mi_page_segment(page)->page_shift == MI_LEAN_PAGE_SHIFT);
+  return _mi_segment_is_lean(_mi_page_segment(page));
 }
 
 static inline mi_heap_t* mi_page_heap(const mi_page_t* page) {
@@ -656,15 +660,15 @@ static inline bool mi_page_has_thread_free(const mi_page_t* page) {
 // page's remote frees, the purge thread's start: about 100 instructions),
 // MI_RECYCLES times between runs of it: with the blocks its thread freed into
 // it (local_free), or else with fresh blocks when it has room and no other
-// thread freed blocks into it (those come first: the generic path collects
-// them). A page threads one OS page of blocks at a time (4 of 1 KiB, 1 of 4
-// KiB), so a program that frees and allocates such blocks ran out every few
-// allocations. A retired page comes out of its heap's retired pages, as on
-// the generic path (refilled without that, `glibc-thread 2` peaked at 8.9
-// MiB instead of 7.0). Not in builds with a random free order: there the next
-// block must not predictably be the one freed last. Returns whether it did.
-// docs/design.md, "Fast paths".
-static inline bool _mi_page_recycle_local(mi_heap_t* heap, mi_page_t* page) {
+// thread freed blocks into it or into the heap's full pages (those come
+// first: the generic path collects them). A page threads one OS page of
+// blocks at a time (4 of 1 KiB, 1 of 4 KiB), so a program that frees and
+// allocates such blocks ran out every few allocations. A retired page comes
+// out of its heap's retired pages, as on the generic path (refilled without
+// that, `glibc-thread 2` peaked at 8.9 MiB instead of 7.0). Not in builds
+// with a random free order: there the next block must not predictably be the
+// one freed last. Returns whether it did. docs/design.md, "Fast paths".
+static inline bool _mi_page_refill(mi_heap_t* heap, mi_page_t* page) {
   #if !MI_SECURE_RANDOM
   if (page->free != NULL) return false;
   if (mi_unlikely(page->retire_expire != 0)) _mi_page_unretire(heap, page);   // (in use again)
@@ -673,7 +677,7 @@ static inline bool _mi_page_recycle_local(mi_heap_t* heap, mi_page_t* page) {
     _mi_page_take_local_free(page);
     return true;
   }
-  if (page->capacity < page->reserved && !mi_page_has_thread_free(page)) {
+  if (page->capacity < page->reserved && !mi_page_has_thread_free(page) && mi_atomic_load_relaxed(&heap->thread_delayed_free) == NULL) {
     if (--heap->recycle_countdown <= 0) return false;
     _mi_page_extend_free(page);
     return true;

@@ -325,7 +325,7 @@ typedef struct mi_padding_s {
 #define MI_RETIRE_CYCLES_SMALL            (8)       // retire delay (fresh-page requests of the heap) for blocks <= 16 KiB
 #define MI_RETIRE_CYCLES_LARGE            (2)       // and for larger blocks
 #define MI_RETIRE_CYCLES_LONG             (64)      // for small and medium sizes that came back soon after their retired page expired
-#define MI_RECYCLES                       (64)      // free lists refilled without the generic path's housekeeping between its runs (_mi_page_recycle_local)
+#define MI_RECYCLES                       (64)      // free lists refilled without the generic path's housekeeping between its runs (_mi_page_refill)
 #define MI_RETIRE_MAX_SIZE                (512*KiB) // page area a heap keeps retired at most (the last page of a size class always may be); 1 MiB raised bench batch peak RSS by a segment
 
 #define MI_RECLAIM_TRIES                  (8)       // abandoned segments inspected per fresh-page request
@@ -574,7 +574,7 @@ typedef struct mi_tld_s mi_tld_t;
 struct mi_heap_s {
   mi_tld_t*        tld;
   int64_t          prof_countdown;                      // bytes to allocate until the next profiler sample (prof.c)
-  int64_t          recycle_countdown;                   // local_free lists of small pages the generic path may recycle before it does its housekeeping (_mi_page_recycle_local)
+  int64_t          recycle_countdown;                   // free lists that may still be refilled before the generic path does its housekeeping (_mi_page_refill)
   #if defined(MI_ZERO_ON_FREE)
   int64_t          zero_check_countdown;                // large blocks to hand out until the next whole-block check (alloc.c)
   #endif

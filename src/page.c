@@ -734,10 +734,10 @@ void* _mi_malloc_generic(mi_heap_t* heap, size_t size) mi_attr_noexcept {
   if (size == MI_PADDING_SIZE) return _mi_zero_alloc();   // malloc(0)
   #endif
   if (size <= MI_SMALL_SIZE_MAX + MI_PADDING_SIZE) {
-    // a small block whose page's free list ran out: the blocks the thread
-    // freed into it, when it may (_mi_page_recycle_local)
+    // a small block whose page's free list ran out: refilled, when it may
+    // (_mi_page_refill)
     mi_page_t* const page = heap->pages_free_direct[_mi_wsize_from_size(size)];
-    if (_mi_page_recycle_local(heap, page)) return _mi_page_malloc_any(heap, page, size);
+    if (_mi_page_refill(heap, page)) return _mi_page_malloc_any(heap, page, size);
   }
   _mi_deferred_free(heap, false);
   if (mi_atomic_load_relaxed(&heap->thread_delayed_free) != NULL) _mi_heap_delayed_free(heap);

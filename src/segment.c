@@ -177,11 +177,6 @@ static bool mi_page_is_continuation(const mi_page_t* page) {
   return ((mi_page_flags(page) & MI_PAGE_CONTINUATION) != 0);
 }
 
-// A segment of 16 KiB slices ("Lean pages" below)?
-static bool mi_segment_is_lean(const mi_segment_t* segment) {
-  return (MI_LEAN_PAGES && segment->page_shift == MI_LEAN_PAGE_SHIFT);
-}
-
 // A page in use (not a continuation of one): what the loops over a segment's
 // pages in use look at.
 static bool mi_page_is_used_page(const mi_page_t* page) {
@@ -213,7 +208,7 @@ static size_t mi_segment_run_slices(const mi_segment_t* segment, size_t idx, siz
   const size_t run_start = idx * slice_size;
   size_t start = (idx == 0 ? segment->segment_info_size : run_start);   // (offsets in the segment)
   if (block_size <= MI_SMALL_OBJ_SIZE_MAX) {
-    if (!mi_segment_is_lean(segment)) return 1;
+    if (!_mi_segment_is_lean(segment)) return 1;
     // a lean page of small blocks: one slice, or two where one block does not
     // fit one (slice 0: its first block's address is a multiple of the block
     // size, as _mi_segment_page_start places it)
@@ -927,7 +922,7 @@ static size_t mi_shared_made[2];             // shared segments ever made, of sl
 
 static bool mi_segment_cache_push(mi_segment_t* segment) {
   mi_assert_internal(segment->shared && segment->used == 0);
-  if (segment->mem_is_pinned || mi_segment_is_lean(segment)) return false;
+  if (segment->mem_is_pinned || _mi_segment_is_lean(segment)) return false;
   const size_t option = (size_t)mi_option_get(mi_option_segment_cache);
   if (option == 0) return false;
   const size_t max = 1 + (mi_shared_peak / 8);
@@ -1793,7 +1788,7 @@ static void mi_shared_release(void) {
 // than the exit budget of freed resident memory (then it is purged now).
 static void mi_shared_segment_free(mi_segment_t* segment, mi_segments_tld_t* tld) {
   mi_assert_internal(segment->used == 0 && segment->shared);
-  const bool lean = mi_segment_is_lean(segment);
+  const bool lean = _mi_segment_is_lean(segment);
   if (segment->prev != NULL) segment->prev->next = segment->next;
   else mi_shared_first[lean] = segment->next;
   if (segment->next != NULL) segment->next->prev = segment->prev;
@@ -2116,7 +2111,7 @@ static mi_page_t* mi_shared_page_alloc(mi_heap_t* heap, size_t block_size, size_
 
 static bool mi_page_stash_push(mi_segment_t* segment, mi_page_t* page, mi_segments_tld_t* tld) {
   if (tld->ending || tld->stash_count >= MI_STASH_MAX) return false;
-  if (!segment->shared || page->xblock_size > MI_SMALL_OBJ_SIZE_MAX || mi_segment_is_lean(segment)) return false;
+  if (!segment->shared || page->xblock_size > MI_SMALL_OBJ_SIZE_MAX || _mi_segment_is_lean(segment)) return false;
   mi_segment_page_uncount(segment, page, &_mi_segments_tld_stats(tld));   // (still counted among the pages)
   mi_page_descriptor_reset(page);
   page->next = tld->stash;

@@ -406,7 +406,7 @@ TEST_F(Channel, DeferredFreeHeartbeatIncreases) {
 
 // A program that only frees and allocates blocks of one size in a loop mostly
 // takes its freed blocks back without the generic path's housekeeping
-// (_mi_page_recycle_local; over 1 KiB from the fast path of the size's queue);
+// (_mi_page_refill; over 1 KiB from the fast path of the size's queue);
 // the hook still runs at least every 64 of those, for every size.
 TEST_F(Channel, DeferredFreeRunsWhileFreedBlocksAreRecycled) {
   for (size_t size : {(size_t)1000, (size_t)4096, (size_t)20000}) {
