@@ -326,10 +326,6 @@ static bool mi_page_free_list_is_ordered(const mi_page_t* page) {
 // spent 13% of its instructions in mi_page_extend_free). Retired pages that
 // stay unused are freed after a few fresh-page requests of the heap
 // (_mi_heap_collect_retired), at most MI_RETIRE_MAX_SIZE of them per heap.
-// A lean page (a heap's first of a small size: segment.c, "Lean pages") is
-// freed at once when the heap has other pages of its size: a thread that
-// uses the size a lot is served by those, and would otherwise keep cycling
-// through a small page beside them.
 void _mi_page_retire(mi_page_t* page) mi_attr_noexcept {
   mi_assert_internal(page != NULL);
   mi_assert_expensive(mi_page_is_valid(page));
@@ -348,10 +344,6 @@ void _mi_page_retire(mi_page_t* page) mi_attr_noexcept {
     pq = _mi_heap_page_queue_of(heap, page);
   }
   if (pq->first != page || pq->last != page) {
-    if (_mi_page_is_lean(page)) {
-      _mi_page_free(page, pq, false);
-      return;
-    }
     // not the only page of its size: within the heap's bound, at the front
     if (!page->retire_counted) {
       const size_t psize = mi_page_retire_size(page);

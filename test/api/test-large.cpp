@@ -237,8 +237,7 @@ TEST(Medium, AThreadsFirstPagesOfASizeAreSmallItsLaterOnesHoldFour) {
 // them: its first page of a small size (blocks up to 16 KiB) is a lean page,
 // a slice of 16 KiB (two where one block does not fit one) of a segment of
 // such slices that takes 1 MiB of its 4 MiB unit (the rest is no block's:
-// not in the heap region); its later pages of the size are 64 KiB, and once
-// it has those, its lean page goes back as soon as it is empty. Secure
+// not in the heap region); its later pages of the size are 64 KiB. Secure
 // builds, whose pages end in guard pages, keep pages of 64 KiB.
 static void expect_a_lean_first_page(size_t size, size_t count) {
   on_fresh_thread([=] {
@@ -248,13 +247,10 @@ static void expect_a_lean_first_page(size_t size, size_t count) {
       ASSERT_NE(blocks.back(), nullptr);
       fill_pattern(blocks.back(), size, (uint8_t)i);
     }
-    struct areas_t { size_t size; std::vector<size_t> bytes; std::vector<uintptr_t> starts; } areas = { size, {}, {} };
+    struct areas_t { size_t size; std::vector<size_t> bytes; } areas = { size, {} };
     auto visit = [](const mi_heap_t*, const mi_heap_area_t* area, void*, size_t, void* arg) {
       areas_t* const a = static_cast<areas_t*>(arg);   // (the size class: at most an eighth larger, and debug padding)
-      if (area->block_size >= a->size && area->block_size <= a->size + a->size / 8 + 64) {
-        a->bytes.push_back(area->reserved);
-        a->starts.push_back(reinterpret_cast<uintptr_t>(area->blocks));
-      }
+      if (area->block_size >= a->size && area->block_size <= a->size + a->size / 8 + 64) a->bytes.push_back(area->reserved);
       return true;
     };
     EXPECT_TRUE(mi_heap_visit_blocks(mi_heap_get_default(), false, visit, &areas));
@@ -273,23 +269,9 @@ static void expect_a_lean_first_page(size_t size, size_t count) {
     EXPECT_TRUE(mi_is_in_heap_region(reinterpret_cast<void*>(lean + 512 * KiB)));
     EXPECT_FALSE(mi_is_in_heap_region(reinterpret_cast<void*>(lean + 2 * MiB)))
         << "the unused rest of a lean segment's unit counts as the heap's";
-    // its blocks freed while the heap has other pages of the size: the lean
-    // page goes back at once (the thread uses the size a lot)
-    const size_t at = std::min_element(areas.bytes.begin(), areas.bytes.end()) - areas.bytes.begin();
-    const uintptr_t lean_start = areas.starts[at], lean_end = lean_start + areas.bytes[at];
-    for (size_t i = 0; i < blocks.size(); i++) {
-      const uintptr_t b = reinterpret_cast<uintptr_t>(blocks[i]);
-      if (b >= lean_start && b < lean_end) { mi_free(blocks[i]); blocks[i] = nullptr; }
-    }
-    areas.bytes.clear();
-    areas.starts.clear();
-    EXPECT_TRUE(mi_heap_visit_blocks(mi_heap_get_default(), false, visit, &areas));
-    EXPECT_EQ(std::count_if(areas.bytes.begin(), areas.bytes.end(), [=](size_t a) { return a <= lean_max; }), 0)
-        << "an emptied lean page stayed beside the size's other pages";
 #endif
     EXPECT_GT(most, 32 * KiB) << "a thread that uses the size a lot gets no page of 64 KiB";
     for (size_t i = 0; i < blocks.size(); i++) {
-      if (blocks[i] == nullptr) continue;
       EXPECT_TRUE(has_pattern(blocks[i], size, (uint8_t)i));
       mi_free(blocks[i]);
     }
