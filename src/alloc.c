@@ -96,10 +96,10 @@ mi_decl_restrict void* mi_malloc_small(size_t size) mi_attr_noexcept {
 }
 
 // Blocks over 1 KiB up to the medium limit (128 KiB): the page at the front
-// of the size's queue, when its free list has a block, as the direct array
-// serves smaller ones (the generic path leaves the page it allocates from at
-// the front: the pages before it go to the full queue); else the generic
-// path. Not in builds with a random extension order, whose generic path
+// of the size's queue, when its free list has a block or can be refilled
+// (_mi_page_refill), as the direct array serves smaller ones (the generic
+// path leaves the page it allocates from at the front: the pages before it
+// go to the full queue); else the generic path. Not in builds with a random extension order, whose generic path
 // decides between fresh and freed blocks by a coin. docs/design.md, "Fast
 // paths".
 static mi_decl_noinline void* mi_heap_malloc_queued(mi_heap_t* heap, size_t size) {

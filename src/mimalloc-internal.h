@@ -580,7 +580,6 @@ static inline bool _mi_segment_is_lean(const mi_segment_t* segment) {
   return (MI_LEAN_PAGES && segment->page_shift == MI_LEAN_PAGE_SHIFT);
 }
 
-
 static inline mi_heap_t* mi_page_heap(const mi_page_t* page) {
   return (mi_heap_t*)mi_atomic_load_relaxed(&((mi_page_t*)page)->xheap);
 }
