@@ -40,8 +40,19 @@ static mi_decl_noinline bool mi_free_block_mt(mi_page_t* page, mi_block_t* block
   mi_assert_internal(mi_page_heap(page) == NULL || mi_page_heap(page)->thread_id == _mi_thread_id())
 
 #if (MI_STAT > 1)
+// The bytes the program asked for of a block being freed (read from its
+// trailer, so before the checks of a free mark the trailer freed).
+static size_t mi_stat_requested(const mi_page_t* page, const mi_block_t* block) {
+  #if (MI_PADDING > 0)
+  return mi_page_usable_size_of(page, block);
+  #else
+  (void)block;
+  return mi_page_block_size(page);
+  #endif
+}
+
 // Debug statistics of a free, counted by the freeing thread.
-static void mi_stat_free(const mi_page_t* page, const mi_block_t* block) {
+static void mi_stat_free_requested(const mi_page_t* page, size_t requested) {
   mi_heap_t* heap = mi_get_default_heap();
   if (!mi_heap_is_initialized(heap)) return;
   const size_t bsize = mi_page_block_size(page);
@@ -49,15 +60,13 @@ static void mi_stat_free(const mi_page_t* page, const mi_block_t* block) {
     mi_heap_stat_decrease(heap, normal, bsize);
     mi_heap_stat_decrease(heap, normal_bins[_mi_bin(bsize)], 1);
   }
-  #if (MI_PADDING > 0)
-  mi_heap_stat_decrease(heap, malloc, mi_page_usable_size_of(page, block));
-  #else
-  (void)block;
-  mi_heap_stat_decrease(heap, malloc, bsize);
-  #endif
+  mi_heap_stat_decrease(heap, malloc, requested);
 }
+#define mi_stat_free(page, block)  mi_stat_free_requested(page, mi_stat_requested(page, block))
 #else
-#define mi_stat_free(page, block)  ((void)0)
+#define mi_stat_requested(page, block)          ((size_t)0)
+#define mi_stat_free_requested(page, requested) ((void)(requested))
+#define mi_stat_free(page, block)               ((void)0)
 #endif
 
 // ---------------------------------------------------------------------------
@@ -79,11 +88,12 @@ void mi_free(void* p) mi_attr_noexcept {
   if (mi_likely(heap == mi_atomic_load_relaxed(&page->xheap) && mi_page_flags(page) == 0)) {
     mi_block_t* const block = (mi_block_t*)p;
     mi_assert_local_page(page);
+    const size_t requested = mi_stat_requested(page, block);   // (debug statistics: before the check marks the trailer freed)
     if (mi_unlikely(!mi_free_check_fast(page, block))) {   // (checked builds; the generic path reports)
       mi_free_generic(segment, page, p);
       return;
     }
-    mi_stat_free(page, block);
+    mi_stat_free_requested(page, requested);
     #if !defined(MI_TRAILER_LINK)
     mi_block_set_next(page, block, page->local_free);
     #endif
