@@ -34,12 +34,23 @@
   #define mi_decl_nodiscard
 #endif
 
-#if defined(__GNUC__)
+#if defined(_WIN32)
+  // a DLL exports (the library's build defines MI_SHARED_LIB_EXPORT); a
+  // program that defines MI_SHARED_LIB imports; the static library neither
   #if defined(MI_SHARED_LIB) && defined(MI_SHARED_LIB_EXPORT)
-    #define mi_decl_export       __attribute__((visibility("default")))
+    #define mi_decl_export       __declspec(dllexport)
+  #elif defined(MI_SHARED_LIB)
+    #define mi_decl_export       __declspec(dllimport)
   #else
-    #define mi_decl_export       __attribute__((visibility("default")))
+    #define mi_decl_export
   #endif
+#elif defined(__GNUC__)
+  #define mi_decl_export         __attribute__((visibility("default")))
+#else
+  #define mi_decl_export
+#endif
+
+#if defined(__GNUC__)
   #define mi_decl_restrict
   #define mi_attr_malloc       __attribute__((malloc))
   #if (defined(__clang_major__) && (__clang_major__ < 4)) || (__GNUC__ < 5)
@@ -55,8 +66,13 @@
     #define mi_attr_alloc_size2(s1,s2)  __attribute__((alloc_size(s1,s2)))
     #define mi_attr_alloc_align(p)      __attribute__((alloc_align(p)))
   #endif
+#elif defined(_MSC_VER) && (_MSC_VER >= 1900)
+  #define mi_decl_restrict     __declspec(allocator) __declspec(restrict)
+  #define mi_attr_malloc
+  #define mi_attr_alloc_size(s)
+  #define mi_attr_alloc_size2(s1,s2)
+  #define mi_attr_alloc_align(p)
 #else
-  #define mi_decl_export
   #define mi_decl_restrict
   #define mi_attr_malloc
   #define mi_attr_alloc_size(s)
@@ -326,6 +342,7 @@ typedef enum mi_option_e {
   mi_option_stats_interval,         // milliseconds between JSON snapshots appended to MIMALLOC_STATS_FILE (0: none)
   mi_option_background_purge,       // a background thread performs due purges of freed segments without allocator calls (1: once the program has two threads; 2: in any process)
   mi_option_orphan_heaps,           // a thread that ends leaves its heap, pages and segments to the next thread that starts (within reset_delay)
+  mi_option_disable_redirect,       // Windows override DLL: leave the C runtime's malloc alone (no effect elsewhere)
   _mi_option_last
 } mi_option_t;
 

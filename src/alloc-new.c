@@ -98,5 +98,9 @@ void* mi_new_reallocn(void* p, size_t newcount, size_t size) {
 }
 
 bool mi_is_redirected(void) mi_attr_noexcept {
-  return false;   // only the Windows redirection DLL redirects the C runtime
+  #if defined(MI_WIN_REDIRECT)
+  return _mi_is_redirected();   // the Windows override DLL patched the C runtime
+  #else
+  return false;   // only the Windows override DLL redirects the C runtime
+  #endif
 }

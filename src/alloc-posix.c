@@ -8,6 +8,7 @@
   be a multiple of the alignment; valloc/pvalloc use the OS page size.
 -----------------------------------------------------------------------------*/
 #include "mimalloc-internal.h"
+#include "prim/prim.h"   // _mi_prim_wgetenv
 
 #include <stdlib.h>   // getenv
 
@@ -111,7 +112,15 @@ int mi_wdupenv_s(unsigned short** buf, size_t* size, const unsigned short* name)
   if (buf == NULL || name == NULL) return EINVAL;
   if (size != NULL) *size = 0;
   *buf = NULL;
-  return EINVAL;   // wide environment strings exist only on Windows
+  const unsigned short* p;
+  const int err = _mi_prim_wgetenv(name, &p);   // (wide environment strings exist only on Windows: EINVAL elsewhere)
+  if (err != 0) return err;
+  if (p != NULL) {
+    *buf = mi_wcsdup(p);
+    if (*buf == NULL) return ENOMEM;
+    if (size != NULL) { size_t n = 0; while (p[n] != 0) n++; *size = n; }
+  }
+  return 0;
 }
 
 void mi_free_size(void* p, size_t size) mi_attr_noexcept {

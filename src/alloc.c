@@ -15,9 +15,8 @@
 #define _DEFAULT_SOURCE   // realpath
 #endif
 #include "mimalloc-internal.h"
+#include "prim/prim.h"   // _mi_prim_realpath
 
-#include <stdlib.h>   // realpath
-#include <limits.h>   // PATH_MAX
 
 // ---------------------------------------------------------------------------
 // Allocation fast path
@@ -84,7 +83,7 @@ static inline void* mi_heap_malloc_small_inline(mi_heap_t* heap, size_t size) {
   mi_assert(heap->thread_id == 0 || heap->thread_id == _mi_thread_id());  // allocate only on the owner thread
   mi_assert(size <= MI_SMALL_SIZE_MAX);
   mi_page_t* page = heap->pages_free_direct[_mi_wsize_from_size(size + MI_PADDING_SIZE)];
-  return _mi_page_malloc(heap, page, size + MI_PADDING_SIZE);
+  return mi_page_malloc_take(heap, page, size + MI_PADDING_SIZE, false);   // (inlined whatever the compiler thinks of _mi_page_malloc)
 }
 
 mi_decl_restrict void* mi_heap_malloc_small(mi_heap_t* heap, size_t size) mi_attr_noexcept {
@@ -366,17 +365,16 @@ mi_decl_restrict char* mi_strndup(const char* s, size_t n) mi_attr_noexcept {
   return mi_heap_strndup(mi_get_default_heap(), s, n);
 }
 
-#ifndef PATH_MAX
-#define PATH_MAX 4096
-#endif
+// A caller's buffer holds PATH_MAX bytes (as realpath(3) says).
+#define MI_PATH_MAX 4096
 
 char* mi_heap_realpath(mi_heap_t* heap, const char* fname, char* resolved_name) mi_attr_noexcept {
-  if (resolved_name != NULL) {
-    return realpath(fname, resolved_name);
-  }
-  char buf[PATH_MAX + 1];
-  char* rname = realpath(fname, buf);
-  return mi_heap_strndup(heap, rname, PATH_MAX);   // NULL stays NULL (errno from realpath)
+  char buf[MI_PATH_MAX + 1];
+  char* const dest = (resolved_name != NULL ? resolved_name : buf);
+  const int err = _mi_prim_realpath(fname, dest, MI_PATH_MAX);
+  if (err != 0) { errno = err; return NULL; }
+  if (resolved_name != NULL) return resolved_name;
+  return mi_heap_strndup(heap, buf, MI_PATH_MAX);
 }
 
 char* mi_realpath(const char* fname, char* resolved_name) mi_attr_noexcept {

@@ -303,8 +303,8 @@ static mi_decl_thread bool mi_thread_is_live;   // counted in mi_live_threads (t
                                                 // initialised after its thread is done: count once)
 
 static void mi_thread_live(bool live) {
-  if (mi_thread_is_live == live) return;
-  mi_thread_is_live = live;
+  if (mi_tls(mi_thread_is_live) == live) return;
+  mi_tls(mi_thread_is_live) = live;
   if (live) mi_atomic_add_acq_rel(&mi_live_threads, 1);
   else mi_atomic_sub_acq_rel(&mi_live_threads, 1);
   _mi_purger_threads_changed();
@@ -414,7 +414,7 @@ static void mi_thread_done_auto(void* value) {
 
 void _mi_heap_set_default_direct(mi_heap_t* heap) {
   mi_assert_internal(heap != NULL);
-  _mi_heap_default = heap;
+  mi_tls(_mi_heap_default) = heap;
   // the key value makes the destructor run at thread exit (NULL: not at all)
   _mi_prim_thread_set_exit_value(mi_heap_is_initialized(heap) ? heap : NULL);
 }
@@ -461,24 +461,24 @@ static mi_decl_thread size_t mi_housekeeping_depth;  // sections of this thread 
 bool _mi_housekeeping_enter(void) {
   mi_atomic_add_acq_rel(&mi_housekeeping, 1);
   mi_atomic_fence_seq_cst();   // pairs with the fence in mi_fork_prepare
-  if (mi_housekeeping_depth == 0 && mi_atomic_load_relaxed(&mi_fork_preparing) != 0) {
+  if (mi_tls(mi_housekeeping_depth) == 0 && mi_atomic_load_relaxed(&mi_fork_preparing) != 0) {
     mi_atomic_sub_acq_rel(&mi_housekeeping, 1);
     return false;
   }
-  mi_housekeeping_depth++;
+  mi_tls(mi_housekeeping_depth)++;
   return true;
 }
 
 void _mi_housekeeping_leave(void) {
-  mi_assert_internal(mi_housekeeping_depth > 0);
-  mi_housekeeping_depth--;
+  mi_assert_internal(mi_tls(mi_housekeeping_depth) > 0);
+  mi_tls(mi_housekeeping_depth)--;
   mi_atomic_sub_acq_rel(&mi_housekeeping, 1);
 }
 
 // Wait until no other thread is inside a section; true if it had to wait.
 bool _mi_housekeeping_await(void) {
   bool waited = false;
-  while (mi_atomic_load_acquire(&mi_housekeeping) > mi_housekeeping_depth) {
+  while (mi_atomic_load_acquire(&mi_housekeeping) > mi_tls(mi_housekeeping_depth)) {
     waited = true;
     mi_atomic_yield();
   }
@@ -499,12 +499,12 @@ static void mi_fork_parent(void) {
 
 // In a forked child only the forking thread exists.
 static void mi_fork_child(void) {
-  mi_atomic_store_relaxed(&mi_housekeeping, mi_housekeeping_depth);
+  mi_atomic_store_relaxed(&mi_housekeeping, mi_tls(mi_housekeeping_depth));
   mi_atomic_store_release(&mi_fork_preparing, 0);
   _mi_regions_fork_child();
   _mi_segments_fork_child();
   mi_orphans_fork_child();
-  mi_atomic_store_relaxed(&mi_live_threads, mi_thread_is_live ? 1 : 0);
+  mi_atomic_store_relaxed(&mi_live_threads, mi_tls(mi_thread_is_live) ? 1 : 0);
   _mi_purger_fork_child();
   _mi_prof_fork_child();
 }
@@ -538,9 +538,13 @@ static void mi_process_reserve_huge(void) {
 // Runs when the library is loaded, before main.
 static void __attribute__((constructor)) mi_process_load(void) {
   mi_heap_main_init();
+  _mi_os_init();        // (what the OS is like decides some option defaults)
   _mi_options_init();
   atexit(&mi_process_done);
   mi_process_init();
+  #if defined(MI_WIN_REDIRECT)
+  _mi_redirect_init();   // the override DLL: the C runtime allocates here from now on
+  #endif
   mi_process_reserve_huge();
   _mi_prof_process_init();   // after the options: the environment is readable now
   _mi_stats_process_init();

@@ -11,19 +11,67 @@
 #include "mimalloc-types.h"
 #include <string.h>   // memset, memcpy
 #include <errno.h>
+#if defined(_MSC_VER)
+#include <intrin.h>   // __readgsqword
+#endif
 
 #if defined(_MSC_VER)
 #define mi_decl_noinline        __declspec(noinline)
 #define mi_decl_forceinline     __forceinline
-#define mi_decl_thread          __declspec(thread)
 #elif defined(__GNUC__)
 #define mi_decl_noinline        __attribute__((noinline))
 #define mi_decl_forceinline     inline __attribute__((always_inline))
-#define mi_decl_thread          __thread
 #else
 #define mi_decl_noinline
 #define mi_decl_forceinline     inline
+#endif
+
+// Thread-local variables are defined with `mi_decl_thread` and read and
+// written through `mi_tls(name)`, everywhere. With gcc, clang and MSVC on
+// ELF systems and MSVC on Windows that is the plain variable in the
+// compiler's native thread-local storage: one load relative to the thread
+// pointer (initial-exec model). gcc for Windows (mingw-w64) has no native
+// thread-local storage: its `__thread` is emulated by a call into libgcc
+// that allocates each thread's copy with malloc (recursion in an allocator
+// that is malloc). There the variable goes into the image's TLS template
+// (section `.tls$MI`, sorted before the C runtime's end marker `.tls$ZZZ`),
+// which the Windows loader copies for every thread, and `mi_tls` reads the
+// thread's copy as MSVC's code does: the TEB's TLS array (gs:0x58), the
+// image's slot in it (`_tls_index`), the variable's offset in the template
+// (a section-relative relocation): four instructions, no call.
+#if defined(_WIN32) && defined(__GNUC__) && !defined(__clang__)
+#if !defined(__x86_64__)
+#error "the thread-local storage of mingw-w64 gcc builds is written for x86-64"
+#endif
+#define mi_decl_thread          __attribute__((section(".tls$MI")))
+#define mi_tls_address(name)    __extension__ ({ \
+    uint8_t* _mi_tls_p; uintptr_t _mi_tls_i; \
+    __asm__("movq %%gs:0x58, %0\n\t" \
+            "movl _tls_index(%%rip), %k1\n\t" \
+            "movq (%0,%1,8), %0\n\t" \
+            "leaq %c2@SECREL32(%0), %0" \
+            : "=&r" (_mi_tls_p), "=&r" (_mi_tls_i) : "i" (&(name))); \
+    (__typeof__(name)*)_mi_tls_p; })
+#define mi_tls(name)            (*mi_tls_address(name))
+// (a pointer variable read in the same four instructions, the last one the
+// load itself: the default heap on the fast paths)
+#define mi_tls_pointer(name)    __extension__ ({ \
+    _Static_assert(sizeof(name) == sizeof(void*), "mi_tls_pointer reads a pointer"); \
+    __typeof__(name) _mi_tls_v; uintptr_t _mi_tls_i; \
+    __asm__("movq %%gs:0x58, %0\n\t" \
+            "movl _tls_index(%%rip), %k1\n\t" \
+            "movq (%0,%1,8), %0\n\t" \
+            "movq %c2@SECREL32(%0), %0" \
+            : "=&r" (_mi_tls_v), "=&r" (_mi_tls_i) : "i" (&(name))); \
+    _mi_tls_v; })
+#elif defined(_MSC_VER)
+#define mi_decl_thread          __declspec(thread)
+#define mi_tls(name)            (name)
+#define mi_tls_pointer(name)    (name)
+#else
 #define mi_decl_thread          __thread
+#define mi_tls(name)            (name)
+#define mi_tls_pointer(name)    (name)
 #endif
 
 // A function whose reads of other threads' plain fields are benign races on
@@ -38,7 +86,11 @@
 #define mi_unlikely(x)     __builtin_expect(!!(x), 0)
 #define mi_likely(x)       __builtin_expect(!!(x), 1)
 #define mi_decl_cold       __attribute__((cold))
+#if defined(__MINGW32__)   // (mingw-w64's C99 printf: static.c asks for it)
+#define mi_attr_printf(fmt_index, args_index)  __attribute__((format(gnu_printf, fmt_index, args_index)))
+#else
 #define mi_attr_printf(fmt_index, args_index)  __attribute__((format(printf, fmt_index, args_index)))
+#endif
 #else
 #define mi_unlikely(x)     (x)
 #define mi_likely(x)       (x)
@@ -60,6 +112,12 @@ int64_t _mi_purge_delay(void);   // option reset_delay, capped (ms)
 const char* _mi_option_text(mi_option_text_t option);   // "" when not set
 size_t _mi_option_path(mi_option_text_t option, char* buf, size_t size);   // a file name option, %p expanded: its length (as snprintf)
 mi_decl_cold void _mi_assert_fail(const char* assertion, const char* fname, unsigned int line, const char* func);
+
+// alloc-override-win.c (the Windows override DLL)
+#if defined(MI_WIN_REDIRECT)
+void   _mi_redirect_init(void);   // patch the C runtime DLLs (at load)
+bool   _mi_is_redirected(void);   // they were patched
+#endif
 
 // init.c
 extern mi_decl_thread mi_heap_t* _mi_heap_default;  // the thread's default heap
@@ -131,6 +189,7 @@ uintptr_t  _mi_os_random_weak(uintptr_t extra_seed);
 
 // os.c
 void       _mi_os_init(void);
+bool       _mi_os_has_overcommit(void);
 void       _mi_os_init_hint(uintptr_t random);   // process start: the random start of the hint area
 size_t     _mi_os_page_size(void);
 size_t     _mi_os_good_alloc_size(size_t size);
@@ -143,6 +202,7 @@ bool       _mi_os_commit(void* p, size_t size, bool* is_zero);
 bool       _mi_os_decommit(void* p, size_t size);
 bool       _mi_os_purge(void* p, size_t size);             // drop pages, keep access, reads zeros
 size_t     _mi_os_inward_size(void* p, size_t size);       // what a purge of the range covers
+bool       _mi_os_can_populate(void);
 bool       _mi_os_populate(void* p, size_t size);          // fault in for writing, one call
 size_t     _mi_os_resident(void* p, size_t size);          // resident bytes (SIZE_MAX: unknown)
 size_t     _mi_os_numa_node_count(void);                   // option use_numa_nodes, else detected
@@ -373,13 +433,13 @@ static inline bool mi_count_size_overflow(size_t count, size_t size, size_t* tot
 }
 
 static inline size_t mi_clz(uintptr_t x) {
-  return (x == 0 ? MI_INTPTR_BITS : (size_t)__builtin_clzl(x));
+  return (x == 0 ? MI_INTPTR_BITS : (size_t)__builtin_clzll(x));   // (ll: long is 32 bits on Windows)
 }
 static inline size_t mi_ctz(uintptr_t x) {
-  return (x == 0 ? MI_INTPTR_BITS : (size_t)__builtin_ctzl(x));
+  return (x == 0 ? MI_INTPTR_BITS : (size_t)__builtin_ctzll(x));
 }
 static inline size_t mi_popcount(uintptr_t x) {
-  return (size_t)__builtin_popcountl(x);
+  return (size_t)__builtin_popcountll(x);
 }
 // `count` (> 0) set bits starting at bit `idx`
 static inline uintptr_t mi_bit_mask(size_t count, size_t idx) {
@@ -466,6 +526,12 @@ static inline uintptr_t _mi_thread_id(void) mi_attr_noexcept {
   uintptr_t tid;
   __asm__("movq %%fs:0, %0" : "=r" (tid) : : );
   return tid;
+#elif defined(_WIN32) && defined(__x86_64__) && defined(__GNUC__)
+  uintptr_t tid;   // the TEB's own address (NtCurrentTeb)
+  __asm__("movq %%gs:0x30, %0" : "=r" (tid) : : );
+  return tid;
+#elif defined(_MSC_VER) && defined(_M_X64)
+  return (uintptr_t)__readgsqword(0x30);   // (intrin.h) the TEB's own address
 #elif defined(__aarch64__)
   uintptr_t tid;
   __asm__ volatile ("mrs %0, tpidr_el0" : "=r" (tid));
@@ -477,7 +543,7 @@ static inline uintptr_t _mi_thread_id(void) mi_attr_noexcept {
 }
 
 static inline mi_heap_t* mi_get_default_heap(void) {
-  return _mi_heap_default;
+  return mi_tls_pointer(_mi_heap_default);
 }
 
 static inline bool mi_heap_is_initialized(const mi_heap_t* heap) {

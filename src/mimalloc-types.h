@@ -154,6 +154,12 @@
   #define MI_CHECKED_MEMCPY 1
 #endif
 
+// MI_WIN_REDIRECT: the override DLL on Windows patches the C runtime DLLs'
+// malloc family to jump to ours (alloc-override-win.c).
+#if defined(_WIN32) && defined(MI_SHARED_LIB) && defined(MI_MALLOC_OVERRIDE)
+  #define MI_WIN_REDIRECT 1
+#endif
+
 // MI_ZERO_ON_FREE: a freed block is zeroed and, when it is handed out again,
 // checked to still read zero (its link is in its trailer): freed memory reads as zero,
 // and a write after free is caught when the block is reused (large blocks:

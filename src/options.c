@@ -85,6 +85,7 @@ static mi_option_desc_t options[_mi_option_last] = {
   { 0, MI_UNINIT, MI_OPTION(stats_interval), MI_RANGE(0, MI_DAY_MSECS) }, // milliseconds between JSON snapshots to stats_file (0: none)
   { 1, MI_UNINIT, MI_OPTION(background_purge), 0, 2, "always", 2 },   // a thread purges freed segments when due, without allocator calls (1: in multi-threaded programs; 2, always: in any)
   { 0, MI_UNINIT, MI_OPTION(orphan_heaps), MI_BOOL },        // a thread that ends leaves its heap to the next thread that starts (within reset_delay)
+  { 0, MI_UNINIT, MI_OPTION(disable_redirect), MI_BOOL },    // Windows override DLL: do not patch the C runtime (no effect elsewhere)
 };
 
 // Options with a text value (file names): read from the environment only,
@@ -111,6 +112,11 @@ void _mi_options_init(void) {
   mi_options_ready = true;
   _mi_out_init();
   mi_env_check_unknown();
+  // where the OS charges every committed byte (Windows), a region is not
+  // committed whole when it is created, as in mimalloc 1.6 there
+  if (!_mi_os_has_overcommit() && options[mi_option_eager_region_commit].init == MI_UNINIT) {
+    options[mi_option_eager_region_commit].value = 0;
+  }
   for (int i = 0; i < _mi_option_last; i++) {
     mi_option_desc_t* desc = &options[i];
     mi_assert_always(desc->option == (mi_option_t)i);  // the table order matches the enum
@@ -308,11 +314,11 @@ void _mi_fputs(mi_output_fun* out, void* arg, const char* prefix, const char* me
 static void mi_vfprintf(mi_output_fun* out, void* arg, const char* prefix, const char* fmt, va_list args) {
   char buf[512];
   if (fmt == NULL) return;
-  if (recurse) return;   // a message while printing one: drop it
-  recurse = true;
+  if (mi_tls(recurse)) return;   // a message while printing one: drop it
+  mi_tls(recurse) = true;
   vsnprintf(buf, sizeof(buf) - 1, fmt, args);
   _mi_fputs(out, arg, prefix, buf);
-  recurse = false;
+  mi_tls(recurse) = false;
 }
 
 void _mi_fprintf(mi_output_fun* out, void* arg, const char* fmt, ...) {

@@ -25,9 +25,22 @@
 
 static size_t os_page_size = 4096;
 static size_t os_large_page_size = 2 * MiB;
+static bool   os_has_overcommit = true;
+static _Atomic(size_t) mi_os_populate_unsupported;   // 1: the OS cannot populate (ENOSYS)
 
 void _mi_os_init(void) {
-  _mi_prim_init(&os_page_size, &os_large_page_size);
+  mi_prim_config_t config;
+  _mi_prim_init(&config);
+  os_page_size = config.page_size;
+  os_large_page_size = config.large_page_size;
+  os_has_overcommit = config.has_overcommit;
+  if (!config.has_populate) mi_atomic_store_relaxed(&mi_os_populate_unsupported, 1);
+}
+
+// Committed memory costs nothing until it is touched (Linux); where the OS
+// charges commit (Windows), regions are not committed whole by default.
+bool _mi_os_has_overcommit(void) {
+  return os_has_overcommit;
 }
 
 size_t _mi_os_page_size(void) {
@@ -74,11 +87,11 @@ static void* mi_os_mem_alloc(void* hint, size_t size, bool commit, bool allow_la
                           size, p, (aerr == 0 ? "" : " refused too"));
     }
     else if (large) {
-      _mi_verbose_message("large OS pages: 0x%zx bytes at %p: fixed %zu KiB pages (MAP_HUGETLB)\n", size, p, os_large_page_size / KiB);
+      _mi_verbose_message("large OS pages: 0x%zx bytes at %p: fixed %zu KiB pages\n", size, p, os_large_page_size / KiB);
     }
     else {
       mi_atomic_store_relaxed(&mi_large_backoff, MI_LARGE_BACKOFF);
-      _mi_verbose_message("large OS pages: 0x%zx bytes at %p: fixed large pages refused; transparent huge pages (madvise) instead, next %d requests do not ask\n",
+      _mi_verbose_message("large OS pages: 0x%zx bytes at %p: fixed large pages refused; normal pages instead (advised as transparent huge pages where the OS has them), next %d requests do not ask\n",
                           size, p, MI_LARGE_BACKOFF);
     }
   }
@@ -206,6 +219,21 @@ void* _mi_os_alloc_aligned_at(size_t size, size_t alignment, size_t align_offset
   const bool pinned_again = (*is_pinned && allow_large && (alignment % os_large_page_size) == 0 &&
                              (align_offset % os_large_page_size) == 0);
   mi_os_mem_free(p, size, (commit ? size : 0));
+  //    Where the OS releases only whole mappings (Windows), it places the
+  //    aligned mapping itself (normal pages).
+  int err = _mi_prim_alloc_aligned(size, alignment, align_offset, commit, &p, is_zero);
+  if (err != ENOSYS) {
+    mi_stat_counter_increase(NULL, mmap_calls, 1);
+    if (err != 0) {
+      _mi_warning_message("unable to allocate aligned OS memory (error: %d (0x%x), size: 0x%zx bytes, alignment: 0x%zx, offset: 0x%zx)\n",
+                          err, err, size, alignment, align_offset);
+      return NULL;
+    }
+    *is_pinned = false;
+    mi_stat_increase(NULL, reserved, size);
+    if (commit) mi_stat_increase(NULL, committed, size);
+    return p;
+  }
   if (size >= SIZE_MAX - alignment) return NULL;
   const size_t over_size = size + alignment;
   void* base = mi_os_mem_alloc(NULL, over_size, commit, pinned_again, is_pinned, is_zero);
@@ -308,8 +336,6 @@ bool _mi_os_unprotect(void* addr, size_t size) { return mi_os_protectx(addr, siz
 // Fault in the whole OS pages of a range for writing, in one call (best
 // effort: false if the OS cannot, and then not tried again). errno is kept:
 // this runs inside malloc and free.
-static _Atomic(size_t) mi_os_populate_unsupported;
-
 bool _mi_os_populate(void* addr, size_t size) {
   if (mi_atomic_load_relaxed(&mi_os_populate_unsupported) != 0) return false;
   size_t csize;
@@ -320,6 +346,11 @@ bool _mi_os_populate(void* addr, size_t size) {
   errno = saved;
   if (err == ENOSYS) mi_atomic_store_relaxed(&mi_os_populate_unsupported, 1);
   return (err == 0);
+}
+
+// Can _mi_os_populate work? (false where the OS has no way, or once it said so)
+bool _mi_os_can_populate(void) {
+  return (mi_atomic_load_relaxed(&mi_os_populate_unsupported) == 0);
 }
 
 // Bytes of the whole OS pages of a range that are resident; SIZE_MAX if the

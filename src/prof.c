@@ -154,8 +154,8 @@ static mi_decl_thread volatile bool mi_prof_holding;   // this thread holds the 
 // is let go, so a handler can never find the lock held by its own thread
 // without the flag.
 static bool mi_prof_acquire(void) {
-  if (mi_prof_holding) return false;
-  mi_prof_holding = true;
+  if (mi_tls(mi_prof_holding)) return false;
+  mi_tls(mi_prof_holding) = true;
   mi_atomic_signal_fence();
   uintptr_t expected = 0;
   while (!mi_atomic_cas_strong_acq_rel(&mi_prof_lock, &expected, 1)) {
@@ -168,7 +168,7 @@ static bool mi_prof_acquire(void) {
 static void mi_prof_release(void) {
   mi_atomic_store_release(&mi_prof_lock, 0);
   mi_atomic_signal_fence();
-  mi_prof_holding = false;
+  mi_tls(mi_prof_holding) = false;
 }
 
 static size_t mi_prof_slot(uintptr_t key, size_t cap) {
@@ -294,9 +294,9 @@ static size_t mi_prof_stack_find(void* const* frames, size_t depth) {
 
 void _mi_prof_process_init(void) {
   if (mi_option_get(mi_option_prof_sample) > 0 && !mi_prof_unwinder_ready) {
-    mi_prof_busy = true;   // allocations of the unwinder's set-up are not sampled
+    mi_tls(mi_prof_busy) = true;   // allocations of the unwinder's set-up are not sampled
     _mi_prim_backtrace_init();
-    mi_prof_busy = false;
+    mi_tls(mi_prof_busy) = false;
     mi_prof_unwinder_ready = true;
   }
 }
@@ -349,15 +349,15 @@ void* _mi_prof_malloc_sampled(mi_heap_t* heap, mi_page_t* page, void* block, siz
     if (heap->prof_countdown >= 0) return block;
   }
   heap->prof_countdown = mi_prof_next_interval(heap, mean);
-  if (mi_prof_busy) return block;   // an allocation of the profiler's own calls
-  mi_prof_busy = true;
+  if (mi_tls(mi_prof_busy)) return block;   // an allocation of the profiler's own calls
+  mi_tls(mi_prof_busy) = true;
   if (!mi_prof_unwinder_ready) {
     // enabled at run time: warm the unwinder up now (its allocations are not sampled)
     _mi_prim_backtrace_init();
     mi_prof_unwinder_ready = true;
   }
   mi_prof_record(page, block, size - MI_PADDING_SIZE, size, mean);
-  mi_prof_busy = false;
+  mi_tls(mi_prof_busy) = false;
   return block;
 }
 
@@ -743,12 +743,12 @@ int mi_prof_dump(const char* path) mi_attr_noexcept {
     errno = EINVAL;
     return EINVAL;
   }
-  const bool was_busy = mi_prof_busy;
-  mi_prof_busy = true;   // nothing below samples itself
+  const bool was_busy = mi_tls(mi_prof_busy);
+  mi_tls(mi_prof_busy) = true;   // nothing below samples itself
   // copy the stacks, then encode without the lock (naming functions takes
   // the loader's lock, which a thread may hold while it allocates)
   if (!mi_prof_acquire()) {   // (called by a signal handler that interrupted the profiler)
-    mi_prof_busy = was_busy;
+    mi_tls(mi_prof_busy) = was_busy;
     _mi_error_message(EBUSY, "mi_prof_dump: the profiler is busy on this thread\n");
     errno = EBUSY;
     return EBUSY;
@@ -775,7 +775,7 @@ int mi_prof_dump(const char* path) mi_attr_noexcept {
   mi_pbuf_free(&gz);
   mi_pbuf_free(&w.out);
   mi_pbuf_free(&w.sub);
-  mi_prof_busy = was_busy;
+  mi_tls(mi_prof_busy) = was_busy;
   if (err != 0) {
     _mi_error_message(err, "mi_prof_dump: cannot write the heap profile to \"%s\" (error %d)\n", path, err);
     errno = err;

@@ -224,7 +224,7 @@ bool _mi_region_resident_free_above(size_t size) {
 // In a forked child: a region that another thread was setting up stays in
 // its slot, unused (its memory is mapped or not); the gate opens again.
 void _mi_regions_fork_child(void) {
-  region_creating_here = false;
+  mi_tls(region_creating_here) = false;
   mi_atomic_store_release(&region_creating, 0);
 }
 
@@ -412,16 +412,16 @@ void* _mi_region_alloc(size_t size, bool commit, bool allow_pinned, bool* is_com
         //    segments on fresh memory while resident blocks waited). A signal
         //    handler that interrupts a set-up does not wait for it.
         uintptr_t expected = 0;
-        const bool gate = !region_creating_here;
+        const bool gate = !mi_tls(region_creating_here);
         if (gate && !mi_atomic_cas_strong_acq_rel(&region_creating, &expected, 1)) {
           while (mi_atomic_load_acquire(&region_creating) != 0) mi_atomic_yield();
           continue;
         }
-        region_creating_here = true;
+        mi_tls(region_creating_here) = true;
         idx = mi_region_create(want_large);
         if (idx != SIZE_MAX && !mi_bitmap_try_claim(&regions[idx].in_use, blocks, &bitidx)) idx = SIZE_MAX;   // (taken meanwhile)
         if (gate) {
-          region_creating_here = false;
+          mi_tls(region_creating_here) = false;
           mi_atomic_store_release(&region_creating, 0);
         }
         if (idx == SIZE_MAX) break;
@@ -656,8 +656,9 @@ static int mi_reserve_huge_at(size_t pages, int numa_node, size_t timeout_msecs,
     int oserr = 0;
     void* p = _mi_os_alloc_huge_os_page(numa_node, &page_size, &oserr);
     if (p == NULL) {
-      _mi_warning_message("huge OS pages: GiB %zu of %zu%s: the OS gives no free huge pages of 1 GiB or 2 MiB (error %d)\n",
-                          i + 1, pages, where, oserr);
+      _mi_warning_message("huge OS pages: GiB %zu of %zu%s: the OS gives no free huge pages of 1 GiB or 2 MiB (error %d%s)\n",
+                          i + 1, pages, where, oserr,
+                          (oserr == EPERM ? ": the process may not lock pages in memory (Windows: the account needs the privilege \"Lock pages in memory\")" : ""));
       err = ENOMEM;
       break;
     }

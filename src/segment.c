@@ -465,7 +465,7 @@ static size_t mi_segment_size(size_t capacity, size_t required, size_t* info_siz
 // Thread accounting
 // ---------------------------------------------------------------------------
 
-static void mi_segments_track_size(long segment_size, mi_segments_tld_t* tld) {
+static void mi_segments_track_size(int64_t segment_size, mi_segments_tld_t* tld) {
   if (segment_size >= 0) tld->count++;
   else tld->count--;
   if (tld->count > tld->peak_count) tld->peak_count = tld->count;
@@ -773,7 +773,7 @@ void _mi_segment_abandoned_free_note(void) {
   if (mi_atomic_load_relaxed(&mi_abandoned_sweep_expire) == 0) {
     mi_abandoned_sweep_note(_mi_prim_clock_now() + _mi_purge_delay());
   }
-  else if ((++mi_abandoned_frees % 64) != 0) {
+  else if ((++mi_tls(mi_abandoned_frees) % 64) != 0) {
     return;
   }
   _mi_segments_try_purge();
@@ -1093,7 +1093,7 @@ static mi_segment_t* mi_segment_init(const mi_segment_mem_t* mem, mi_page_kind_t
   }
   segment->shared = shared;
   mi_atomic_store_release(&segment->thread_id, (shared ? MI_THREAD_ID_SHARED : _mi_thread_id()));
-  if (!shared) mi_segments_track_size((long)segment_size, tld);
+  if (!shared) mi_segments_track_size((int64_t)segment_size, tld);
   mi_stat_increase(&_mi_segments_tld_stats(tld), segments, 1);
   if (mem->guarded) segment->guarded = true;
   else mi_segment_guards(segment, true);
@@ -1207,7 +1207,7 @@ static void mi_segment_free(mi_segment_t* segment, bool force, mi_segments_tld_t
   // segment after its own delay (or now, when forced)
   mi_segment_purge_clear(segment, tld);
   mi_segment_remove_from_free_queue(segment, tld);
-  mi_segments_track_size(-((long)segment->segment_size), tld);
+  mi_segments_track_size(-((int64_t)segment->segment_size), tld);
   if (!force && mi_segment_exit_over_budget(tld)) force = true;
   mi_segment_os_free(segment, force, &_mi_segments_tld_stats(tld));
   _mi_region_try_purge();
@@ -1374,7 +1374,7 @@ static void mi_segment_abandon(mi_segment_t* segment, mi_segments_tld_t* tld) {
     }
   }
   mi_segment_remove_from_free_queue(segment, tld);
-  mi_segments_track_size(-((long)segment->segment_size), tld);
+  mi_segments_track_size(-((int64_t)segment->segment_size), tld);
   mi_stat_increase(&_mi_segments_tld_stats(tld), segments_abandoned, 1);
   segment->abandoned_visits = 0;
   mi_segment_mark_abandoned(segment);
@@ -1448,7 +1448,7 @@ static mi_segment_t* mi_segment_reclaim(mi_segment_t* segment, mi_heap_t* heap, 
   mi_assert_internal(mi_heap_is_backing(heap));
   if (right_page_reclaimed != NULL) *right_page_reclaimed = false;
   segment->abandoned_visits = 0;
-  mi_segments_track_size((long)segment->segment_size, tld);
+  mi_segments_track_size((int64_t)segment->segment_size, tld);
   mi_stat_decrease(&_mi_segments_tld_stats(tld), segments_abandoned, 1);
   for (size_t i = 0; i < segment->capacity; i++) {
     mi_page_t* page = &segment->pages[i];
@@ -2143,12 +2143,12 @@ static void mi_page_stash_flush(mi_segments_tld_t* tld, bool force) {
 // would have it held by a thread it does not have). A fork from a signal
 // handler of the holder does not wait for itself.
 void _mi_segments_fork_prepare(void) {
-  mi_shared_forking = mi_shared_enter();
+  mi_tls(mi_shared_forking) = mi_shared_enter();
 }
 
 void _mi_segments_fork_parent(void) {
-  if (mi_shared_forking) mi_shared_release();
-  mi_shared_forking = false;
+  if (mi_tls(mi_shared_forking)) mi_shared_release();
+  mi_tls(mi_shared_forking) = false;
 }
 
 // ---------------------------------------------------------------------------
@@ -2271,6 +2271,7 @@ static _Atomic(size_t) mi_huge_fresh;   // fresh huge blocks allocated so far
 static void mi_segment_huge_fresh_alloc(mi_segment_t* segment, mi_page_t* page, size_t size) {
   segment->huge_fresh = MI_HUGE_REUSED;
   if (!page->is_zero_init || segment->mem_is_pinned) return;   // reused memory, or large OS pages
+  if (!_mi_os_can_populate()) return;   // (no probes: what they measure decides only populating)
   segment->huge_fresh = MI_HUGE_PROBE;
   const size_t n = mi_atomic_add_relaxed(&mi_huge_fresh, 1);
   if (mi_atomic_load_relaxed(&mi_huge_dense) == 0 || (n % MI_HUGE_PROBE_EVERY) == 0) return;
@@ -2627,7 +2628,7 @@ static void mi_segment_fork_child(mi_segment_t* segment, void* arg) {
 void _mi_segments_fork_child(void) {
   mi_atomic_store_release(&mi_shared_lock, 0);   // (the forking thread took it, or held it in a signal handler)
   mi_atomic_store_relaxed(&mi_shared_sleepers, 0);   // (the child has none of the parent's other threads)
-  mi_shared_forking = false;
+  mi_tls(mi_shared_forking) = false;
   _mi_segment_map_fork_child();   // (a visit of a thread the child does not have holds nothing there)
   _mi_segment_map_visit(&mi_segment_fork_child, NULL);
 }

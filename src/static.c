@@ -13,8 +13,15 @@
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
 #endif
+#if defined(__MINGW32__) && !defined(__USE_MINGW_ANSI_STDIO)
+#define __USE_MINGW_ANSI_STDIO 1   // snprintf with C99's %zu and %lld (msvcrt's has neither)
+#endif
 
+#if defined(_WIN32)
+#include "prim/windows.c"
+#else
 #include "prim/unix.c"
+#endif
 #include "options.c"
 #include "stats.c"
 #include "prof.c"
@@ -37,7 +44,11 @@
 #include "init.c"
 
 #if defined(MI_MALLOC_OVERRIDE)
-#include "alloc-override.c"
+#if defined(_WIN32) && defined(MI_SHARED_LIB)
+#include "alloc-override-win.c"   // the override DLL: patches the C runtime DLLs' malloc family
+#elif !defined(_WIN32)
+#include "alloc-override.c"       // the standard names as aliases (ELF)
+#endif                            // (Windows' static library: the C++ operators are alloc-override-cxx.c, an object of their own)
 #if defined(__GLIBC__)
 #include "alloc-glibc.c"     // mallinfo2, malloc_trim, malloc_stats, malloc_info, mallopt
 #endif

@@ -2,7 +2,8 @@
   prim.h -- the contract between the allocator and an operating system.
 
   Everything the core needs from the OS is declared here; one file per OS
-  implements it (src/prim/unix.c for Linux and other Unix systems). No other
+  implements it (src/prim/unix.c for Linux and other Unix systems,
+  src/prim/windows.c for Windows). No other
   file uses an OS call or an OS `#if`. To port the allocator, implement these
   functions and nothing else.
 
@@ -20,8 +21,18 @@
 #include <stdint.h>
 #include <stdbool.h>
 
-// Called once at process start: fills the OS page size and large page size.
-void _mi_prim_init(size_t* page_size, size_t* large_page_size);
+// What the OS is like, filled by _mi_prim_init.
+typedef struct mi_prim_config_s {
+  size_t page_size;         // the OS page size
+  size_t large_page_size;   // the size of a large OS page (2 MiB on x86-64)
+  bool   has_overcommit;    // committed memory costs nothing until touched (Linux:
+                            // MAP_NORESERVE); Windows charges every committed
+                            // byte against the system's commit limit
+  bool   has_populate;      // _mi_prim_populate can fault a range in (else ENOSYS)
+} mi_prim_config_t;
+
+// Called once at process start (it may be called again: it only reads).
+void _mi_prim_init(mi_prim_config_t* config);
 
 // Map `size` fresh bytes of anonymous, private memory. With `commit` the memory
 // is readable and writable, else inaccessible (reserved). `hint` is a preferred
@@ -33,6 +44,14 @@ void _mi_prim_init(size_t* page_size, size_t* large_page_size);
 // (pinned: never purged or protected).
 int _mi_prim_alloc(void* hint, size_t size, bool commit, bool try_large,
                    void** addr, bool* is_pinned, bool* is_zero);
+
+// Map `size` bytes (as _mi_prim_alloc, without large pages) at an address
+// `a` with `(a + align_offset) % alignment == 0` (`alignment` a power of
+// two). ENOSYS where the OS has no such call and unmaps parts of a mapping
+// (_mi_prim_free): the caller then maps more than it needs and trims the
+// ends. Windows, which releases only whole reservations, implements it.
+int _mi_prim_alloc_aligned(size_t size, size_t alignment, size_t align_offset, bool commit,
+                           void** addr, bool* is_zero);
 
 // Map `size` bytes of fixed huge OS pages of `page_size` bytes each (a power
 // of two; `size` a multiple of it; Linux: MAP_HUGETLB with the page size
@@ -49,7 +68,9 @@ int _mi_prim_alloc_huge_os_pages(void* hint, size_t size, size_t page_size, bool
 // (Linux: madvise MADV_HUGEPAGE). ENOSYS where there is no such advice.
 int _mi_prim_advise_huge(void* addr, size_t size);
 
-// Unmap a range obtained from `_mi_prim_alloc` (or part of one).
+// Unmap a range obtained from `_mi_prim_alloc`, `_mi_prim_alloc_aligned` or
+// `_mi_prim_alloc_huge_os_pages`: the whole of it (a part only where
+// _mi_prim_alloc_aligned says ENOSYS: Windows releases whole reservations).
 int _mi_prim_free(void* addr, size_t size);
 
 // Make reserved memory accessible. *is_zero is set if the memory is known zero.
@@ -73,8 +94,9 @@ int _mi_prim_populate(void* addr, size_t size);
 // Set *resident to the bytes of the range that are backed by physical pages.
 int _mi_prim_resident(void* addr, size_t size, size_t* resident);
 
-// A cheap, unique, non-zero id of the calling thread (see mimalloc-internal.h
-// for the inline fast version used on the hot path).
+// A cheap, unique, non-zero id of the calling thread: the address of its
+// thread control block (Linux: the thread pointer; Windows: the TEB), the
+// value the inline fast version in mimalloc-internal.h reads in one load.
 uintptr_t _mi_prim_thread_id(void);
 
 // Monotonic milliseconds.
@@ -106,6 +128,11 @@ void _mi_prim_out_stderr_keep(void);
 // The process environment: a NULL-terminated array of "NAME=value" entries,
 // readable without allocating, or NULL while it is not available yet.
 const char* const* _mi_prim_environ(void);
+
+// The value of the wide-character environment variable `name` in *value
+// (NULL if it is not set), as the C runtime keeps it. Returns 0, or EINVAL
+// where the OS has no wide environment (all but Windows).
+int _mi_prim_wgetenv(const unsigned short* name, const unsigned short** value);
 
 // What the OS knows of the process (0 where it cannot tell): CPU time in
 // user and system mode, the resident set size now and at its peak (never
@@ -170,6 +197,11 @@ size_t _mi_prim_backtrace(void** frames, size_t max);
 // an errno value (ENOSYS where the OS cannot tell).
 typedef bool (mi_prim_mapping_fun)(uintptr_t start, uintptr_t end, uintptr_t offset, const char* path, void* arg);
 int _mi_prim_visit_mappings(mi_prim_mapping_fun* visit, void* arg);
+
+// The absolute path of the existing file `fname`, with no symbolic link,
+// "." or ".." in it (POSIX realpath), into `buf` of `size` bytes. Returns 0 or
+// an errno value (ENOENT: no such file; ENAMETOOLONG: `buf` is too small).
+int _mi_prim_realpath(const char* fname, char* buf, size_t size);
 
 // The path of the program's executable file into `buf`; false if unknown.
 bool _mi_prim_executable_path(char* buf, size_t size);

@@ -28,6 +28,8 @@
 #include <fcntl.h>
 #include <pthread.h>
 #include <string.h>
+#include <stdlib.h>     // realpath
+#include <limits.h>     // PATH_MAX
 #include <time.h>
 #include <signal.h>
 #include <dlfcn.h>      // dladdr1
@@ -53,10 +55,12 @@ extern char** environ;
 // Init
 // ---------------------------------------------------------------------------
 
-void _mi_prim_init(size_t* page_size, size_t* large_page_size) {
+void _mi_prim_init(mi_prim_config_t* config) {
   long result = sysconf(_SC_PAGESIZE);
-  *page_size = (result > 0 ? (size_t)result : 4096);
-  *large_page_size = 2 * 1024 * 1024;  // assumed, as on x86-64 and aarch64 Linux
+  config->page_size = (result > 0 ? (size_t)result : 4096);
+  config->large_page_size = 2 * 1024 * 1024;  // assumed, as on x86-64 and aarch64 Linux
+  config->has_overcommit = true;              // (mappings are MAP_NORESERVE)
+  config->has_populate = true;                // (MADV_POPULATE_WRITE; an old kernel answers ENOSYS)
 }
 
 // ---------------------------------------------------------------------------
@@ -95,6 +99,13 @@ int _mi_prim_alloc(void* hint, size_t size, bool commit, bool try_large,
   int err = unix_mmap(hint, size, protect, flags, addr);
   if (err == 0 && try_large) _mi_prim_advise_huge(*addr, size);
   return err;
+}
+
+int _mi_prim_alloc_aligned(size_t size, size_t alignment, size_t align_offset, bool commit,
+                           void** addr, bool* is_zero) {
+  (void)size; (void)alignment; (void)align_offset; (void)commit;
+  *addr = NULL; *is_zero = false;
+  return ENOSYS;   // a mapping is trimmed to the aligned part (munmap takes parts)
 }
 
 int _mi_prim_alloc_huge_os_pages(void* hint, size_t size, size_t page_size, bool fixed, void** addr) {
@@ -301,6 +312,12 @@ void _mi_prim_out_stderr(const char* msg) {
 
 const char* const* _mi_prim_environ(void) {
   return (const char* const*)environ;
+}
+
+int _mi_prim_wgetenv(const unsigned short* name, const unsigned short** value) {
+  (void)name;
+  *value = NULL;
+  return EINVAL;   // (wide environment strings are Windows')
 }
 
 static size_t unix_current_rss(void) {
@@ -615,6 +632,19 @@ int _mi_prim_visit_mappings(mi_prim_mapping_fun* visit, void* arg) {
   (void)visit; (void)arg;
   return ENOSYS;
   #endif
+}
+
+int _mi_prim_realpath(const char* fname, char* buf, size_t size) {
+  #if !defined(PATH_MAX)
+  #define PATH_MAX 4096
+  #endif
+  char path[PATH_MAX + 1];
+  const int saved = errno;
+  if (realpath(fname, path) == NULL) return unix_result(true, saved);
+  const size_t n = strlen(path);
+  if (n + 1 > size) return ENAMETOOLONG;
+  memcpy(buf, path, n + 1);
+  return 0;
 }
 
 bool _mi_prim_executable_path(char* buf, size_t size) {

@@ -13,7 +13,7 @@
   - every option set in the environment is reported by MIMALLOC_VERBOSE=1
     (large_os_pages, use_numa_nodes and reserve_huge_os_pages are tested
     for their effect in test-large-pages.c, the internal test and
-    test-reserve-huge.c; os_tag has none on Linux);
+    test-reserve-huge.c; os_tag has none on Linux or Windows);
   - show_errors, max_errors (and the count of messages it kept back, said
     at exit), verbose and show_stats.
 -----------------------------------------------------------------------------*/
@@ -41,7 +41,7 @@ namespace {
 struct OptionInfo {
   mi_option_t option;
   const char* name;
-  long release_default;   // 64-bit Linux defaults
+  long release_default;   // 64-bit Linux defaults (expected_default: the build's and the OS's)
   long min, max;          // the range accepted from the environment
   bool is_bool() const { return min == 0 && max == 1; }
 };
@@ -73,12 +73,14 @@ const OptionInfo kOptions[] = {
   { mi_option_stats_interval,       "stats_interval",        0,   0, kDay },
   { mi_option_background_purge,     "background_purge",      1,   0, 2 },
   { mi_option_orphan_heaps,         "orphan_heaps",          0,   0, 1 },
+  { mi_option_disable_redirect,     "disable_redirect",      0,   0, 1 },
 };
 constexpr size_t kOptionCount = sizeof(kOptions) / sizeof(kOptions[0]);
 static_assert(kOptionCount == (size_t)_mi_option_last, "every option is listed");
 
 long expected_default(const OptionInfo& o) {
   if (o.option == mi_option_show_errors) return (is_debug_build() || MI_TEST_SHOW_ERRORS ? 1 : 0);
+  if (o.option == mi_option_eager_region_commit) return (kCommitIsCharged ? 0 : 1);   // (Windows: 0)
   return o.release_default;
 }
 
@@ -528,7 +530,7 @@ TEST(OptionsEnv, VerboseReportsEveryOptionFromTheEnvironment) {
     const OptionInfo& o = kOptions[i];
     if (o.option == mi_option_verbose) continue;
     const long value = (o.option == mi_option_os_tag ? 120 : o.option == mi_option_reset_delay ? 250 :
-                        o.option == mi_option_max_errors ? 20 : o.release_default == 0 ? 1 : 0);
+                        o.option == mi_option_max_errors ? 20 : expected_default(o) == 0 ? 1 : 0);
     ChildResult r = run_child("idle", { "MIMALLOC_VERBOSE=1", env_name(o.name) + "=" + std::to_string(value) });
     ASSERT_TRUE(r.exited && r.code == 0) << r.describe();
     const std::string line = "mimalloc: option '" + std::string(o.name) + "': " + std::to_string(value) + "\n";
