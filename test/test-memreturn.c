@@ -5,8 +5,9 @@
          (defaults: 16 MiB, 0 ms)
 
   Each phase allocates about 256 MiB, touches every byte, frees it all, calls
-  mi_collect(true) and then reads the resident set size of the process from
-  /proc/self/statm. The phase passes when
+  mi_collect(true) and then reads the resident set size of the process
+  (statm.h: /proc/self/statm on Linux, the working set on Windows). The
+  phase passes when
 
       rss after collect  <=  rss at start + SLACK_MIB
 
@@ -45,7 +46,8 @@
   frees), after free (before collect) and after collect. As a sanity check
   each phase must also have raised RSS by at least 3/4 of what it allocated,
   or the measurement itself is broken. Exits 0 when all phases pass, 1 when
-  one fails, 77 (the CTest "skipped" convention) without /proc/self/statm.
+  one fails, 77 (the CTest "skipped" convention) where the resident size
+  cannot be read.
 -----------------------------------------------------------------------------*/
 #define _POSIX_C_SOURCE 200809L   // nanosleep, sysconf
 
@@ -93,7 +95,7 @@ static bool rss_read(size_t* rss) {
 static size_t rss_now(void) {
   size_t rss = 0;
   if (!rss_read(&rss)) {
-    fprintf(stderr, "mimalloc-test-memreturn: cannot read /proc/self/statm\n");
+    fprintf(stderr, "mimalloc-test-memreturn: cannot read the resident size (statm.h)\n");
     exit(1);
   }
   return rss;
@@ -268,7 +270,7 @@ static bool report(const char* name, const char* what, size_t start, size_t slac
   if (delay_ms > 0) printf("  after %zu ms %7.1f", delay_ms, mib(f->after_delay));
   printf("  MiB: %s\n", (ok ? "ok" : "FAILED"));
   if (!grew) {
-    printf("  error: RSS grew by only %.1f MiB while %.0f MiB were allocated and touched; is /proc/self/statm reliable?\n",
+    printf("  error: RSS grew by only %.1f MiB while %.0f MiB were allocated and touched; is the resident size (statm.h) reliable?\n",
            mib(f->peak > start ? f->peak - start : 0), mib(PHASE_BYTES));
   }
   else if (!ok) {
@@ -301,7 +303,7 @@ int main(int argc, char** argv) {
   }
   size_t dummy;
   if (!rss_read(&dummy)) {
-    printf("mimalloc-test-memreturn: skipped: /proc/self/statm is not available\n");
+    printf("mimalloc-test-memreturn: skipped: the resident size is not available (statm.h)\n");
     return EXIT_SKIP;
   }
 

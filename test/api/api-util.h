@@ -15,28 +15,141 @@
   * Debug builds with padding make `mi_usable_size` return the exact
     requested size instead of the size-class size; tests that check size
     classes ask `usable_size_is_size_class()` first.
+
+  Everything that differs between Linux and Windows is declared here, under
+  "The operating system", and implemented in api-util.cpp (one
+  implementation for each): memory mapped from the OS directly, what the OS
+  says of an address (readable, its protection, resident), paths, the
+  environment, the C library's own malloc, an address-space limit, and how
+  a death test's child ended (a signal on Linux, an exit code on Windows).
+  The test files are the same for both; a test of something only Linux has
+  skips on Windows with `GTEST_SKIP() << "Linux only: <why>"`.
 -----------------------------------------------------------------------------*/
 #pragma once
 #ifndef MI_TEST_API_UTIL_H
 #define MI_TEST_API_UTIL_H
 
+#include <gtest/gtest.h>
 #include <mimalloc.h>
 
 #include <algorithm>
 #include <cerrno>
+#include <climits>
+#include <csignal>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <string>
 #include <vector>
 
-#include <dlfcn.h>
-#include <unistd.h>
+#if defined(_WIN32)
+#include <malloc.h>   // _alloca
+#else
+#include <alloca.h>
+#endif
 
 namespace mitest {
 
 constexpr size_t KiB = 1024;
 constexpr size_t MiB = 1024 * KiB;
 constexpr size_t kHugeThreshold = 2 * MiB;  // blocks above this are "huge" (own segment)
+
+// ------------------------------------------------------
+// The operating system (api-util.cpp)
+// ------------------------------------------------------
+
+#if defined(_WIN32)
+constexpr bool kWindows = true;
+#else
+constexpr bool kWindows = false;
+#endif
+
+// The OS page size (sysconf; Windows: GetSystemInfo, 4 KiB).
+size_t os_page_size();
+
+// Private read-write memory mapped from the OS directly, not through
+// mimalloc (mmap; Windows: VirtualAlloc, reserved and committed); nullptr if
+// that fails. os_unmap takes what os_map gave, with the same size.
+void* os_map(size_t size);
+void os_unmap(void* p, size_t size);
+
+// Can the byte at `p` be read without a fault? (Linux: write(2) from it to a
+// pipe fails with EFAULT instead of faulting; Windows: VirtualQuery, committed
+// and neither PAGE_NOACCESS nor a PAGE_GUARD page.)
+bool os_readable(const void* p);
+
+// The permissions of the mapping that holds `p` as /proc/self/maps writes
+// them ("rw-p", "---p", "r-xp"), or "" if `p` is not mapped. (Windows,
+// VirtualQuery: committed memory as its protection says, reserved memory and
+// PAGE_NOACCESS as "---", then 'p' for private memory and images, 's' for
+// mapped sections.)
+std::string os_mapping_perms(const void* p);
+
+// How many bytes of the whole pages inside [p, p+n) are resident (mincore;
+// Windows: in the working set, QueryWorkingSetEx); SIZE_MAX if the OS cannot
+// say.
+size_t os_resident_bytes(const void* p, size_t n);
+
+// Can the OS fault in a range at once (Linux 5.14 and later:
+// MADV_POPULATE_WRITE)? Windows has no such call: always false there.
+bool os_can_populate();
+
+// The OS's own answer to "which absolute path is `path`" (realpath(3);
+// Windows: _fullpath, and the file must exist, as realpath says), written to
+// `out` (PATH_MAX bytes, as realpath's and mi_realpath's buffers); false if
+// the path does not exist.
+bool os_realpath(const char* path, char* out);
+
+// An existing directory, spelled with "." and ".." in it: /usr/../usr/./lib
+// on Linux, the system directory (C:\windows\system32\..\system32\.) on Windows.
+std::string roundabout_dir_path();
+
+// Set and remove a variable of the process's environment (setenv and
+// unsetenv; Windows: _putenv_s, which keeps the C runtime's narrow and wide
+// environments alike); false on failure.
+bool os_setenv(const char* name, const char* value);
+bool os_unsetenv(const char* name);
+
+// Windows keeps a wide-character environment beside the narrow one (what
+// mi_wdupenv_s reads); Linux has none.
+constexpr bool kWideEnvironment = kWindows;
+
+// Limit the process's address space to what it maps now plus `headroom`
+// (setrlimit RLIMIT_AS, sized from /proc/self/statm); false, with the reason
+// in `error`, on failure. Linux only: Windows' counterpart, a job object's
+// memory limit, is accepted but not enforced under wine, where the Windows
+// tests run (test-oom.cpp skips there), so it always fails on Windows.
+bool os_limit_address_space(size_t headroom, std::string* error);
+
+// A printf-like function's attribute. mingw-w64 checks formats against
+// msvcrt's printf (no %zu) unless told that the C99 one is used, as the tests
+// are compiled (__USE_MINGW_ANSI_STDIO: __MINGW_PRINTF_FORMAT is gnu_printf).
+#if defined(__MINGW32__)
+#define MITEST_PRINTF_FORMAT(fmt, args) __attribute__((format(__MINGW_PRINTF_FORMAT, fmt, args)))
+#else
+#define MITEST_PRINTF_FORMAT(fmt, args) __attribute__((format(printf, fmt, args)))
+#endif
+
+// Memory on the stack, as alloca (Windows: _alloca from <malloc.h>).
+#if defined(_WIN32)
+#define MITEST_ALLOCA(n) _alloca(n)
+#else
+#define MITEST_ALLOCA(n) alloca(n)
+#endif
+
+// How a death test's child ended: stopped by abort() (a secure build's stop
+// on a misuse), or by a fault (an access to memory of no access). Linux:
+// killed by SIGABRT or SIGSEGV. Windows has no such signals: the C runtime's
+// abort() exits with code 3, and a fault ends the process with the
+// exception's code, STATUS_ACCESS_VIOLATION (api-util.cpp keeps wine's
+// debugger from starting first in a death test's child).
+#if defined(_WIN32)
+inline testing::ExitedWithCode ended_by_abort() { return testing::ExitedWithCode(3); }
+inline testing::ExitedWithCode ended_by_fault() { return testing::ExitedWithCode(static_cast<int>(0xC0000005u)); }
+#else
+inline testing::KilledBySignal ended_by_abort() { return testing::KilledBySignal(SIGABRT); }
+inline testing::KilledBySignal ended_by_fault() { return testing::KilledBySignal(SIGSEGV); }
+#endif
 
 // ------------------------------------------------------
 // Hiding values from the optimiser
@@ -70,8 +183,6 @@ inline size_t impossible_size() {
   return dyn((size_t)PTRDIFF_MAX);
 #endif
 }
-
-inline size_t os_page_size() { return (size_t)sysconf(_SC_PAGESIZE); }
 
 inline bool is_aligned(const void* p, size_t alignment) {
   return ((uintptr_t)opaque(p) % alignment) == 0;
@@ -331,26 +442,16 @@ class ScopedDefaultHeap {
 // Foreign memory (not from this allocator)
 // ------------------------------------------------------
 
-// The C library's own malloc/free, looked up in libc itself so that an
-// overriding malloc (static library with MI_OVERRIDE, or a preloaded one) is
-// bypassed. Both are NULL if the lookup fails.
+// The C library's own malloc/free, looked up in the C library itself so that
+// an overriding malloc (static library with MI_OVERRIDE, or a preloaded one)
+// is bypassed: libc.so.6 (dlsym), or on Windows the C runtime DLL the
+// program uses (msvcrt.dll, or ucrtbase.dll; GetProcAddress). Both are NULL
+// if the lookup fails.
 struct LibcMalloc {
   void* (*malloc_fn)(size_t) = nullptr;
   void (*free_fn)(void*) = nullptr;
 };
-inline LibcMalloc libc_malloc() {
-  LibcMalloc m;
-  void* libc = dlopen("libc.so.6", RTLD_LAZY | RTLD_NOLOAD);
-  if (libc == nullptr) return m;
-  void* fm = dlsym(libc, "malloc");
-  void* ff = dlsym(libc, "free");
-  if (fm != nullptr && ff != nullptr) {
-    m.malloc_fn = reinterpret_cast<void* (*)(size_t)>(fm);
-    m.free_fn = reinterpret_cast<void (*)(void*)>(ff);
-  }
-  dlclose(libc);
-  return m;
-}
+LibcMalloc libc_malloc();
 
 }  // namespace mitest
 

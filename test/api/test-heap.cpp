@@ -12,6 +12,7 @@
 #include <climits>
 #include <cstdlib>
 #include <set>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -178,14 +179,15 @@ TEST(Heap, StringFunctions) {
   EXPECT_TRUE(mi_heap_contains_block(h, n));
   EXPECT_EQ(mi_heap_strndup(h, opaque<const char>(nullptr), dyn(4)), nullptr);
 
+  const std::string path = roundabout_dir_path();   // (expected: the OS's own resolution)
   char expected[PATH_MAX];
-  ASSERT_NE(realpath("/usr/../usr/./lib", expected), nullptr);
-  char* r = mi_heap_realpath(h, "/usr/../usr/./lib", nullptr);
+  ASSERT_TRUE(os_realpath(path.c_str(), expected)) << path;
+  char* r = mi_heap_realpath(h, path.c_str(), nullptr);
   ASSERT_NE(r, nullptr);
   EXPECT_STREQ(r, expected);
   EXPECT_TRUE(mi_heap_contains_block(h, r));
   char buf[PATH_MAX];
-  char* rb = mi_heap_realpath(h, "/usr/../usr/./lib", buf);
+  char* rb = mi_heap_realpath(h, path.c_str(), buf);
   EXPECT_TRUE(same_ptr(rb, buf));  // (opaque: the malloc attribute lets the compiler assume they differ)
   EXPECT_STREQ(buf, expected);
   errno = 0;

@@ -5,8 +5,6 @@
 #include <gtest/gtest.h>
 #include <mimalloc.h>
 
-#include <sys/mman.h>
-
 #include <cstdlib>
 #include <string>
 #include <vector>
@@ -56,15 +54,15 @@ TEST(Posix, CfreeIgnoresForeignPointers) {
   mi_cfree(g_foreign + 4096);
   EXPECT_TRUE(has_pattern(on_stack, sizeof(on_stack), 50));
   EXPECT_TRUE(has_pattern(g_foreign, sizeof(g_foreign), 51));
-  // an mmap'ed page
+  // memory mapped from the OS directly
   const size_t len = 64 * KiB;
-  void* mapped = mmap(nullptr, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-  ASSERT_NE(mapped, MAP_FAILED);
+  void* mapped = os_map(len);
+  ASSERT_NE(mapped, nullptr);
   fill_pattern(mapped, len, 52);
   mi_cfree(mapped);
   mi_cfree((char*)mapped + 4096);
   EXPECT_TRUE(has_pattern(mapped, len, 52));
-  munmap(mapped, len);
+  os_unmap(mapped, len);
   // a block of the C library's allocator: still usable and freeable there
   LibcMalloc libc = libc_malloc();
   ASSERT_NE(libc.malloc_fn, nullptr) << "could not look up the C library's malloc";
@@ -327,7 +325,7 @@ TEST(Posix, Mbsdup) {
 
 TEST(Posix, DupenvS) {
   const char* name = "MIMALLOC_TEST_API_DUPENV";
-  ASSERT_EQ(setenv(name, "some value = 42", 1), 0);
+  ASSERT_TRUE(os_setenv(name, "some value = 42"));
   char* buf = nullptr;
   size_t size = 12345;
   EXPECT_EQ(mi_dupenv_s(&buf, &size, name), 0);
@@ -344,7 +342,7 @@ TEST(Posix, DupenvS) {
   EXPECT_STREQ(buf, "some value = 42");
   mi_free(buf);
   // absent variable: *buf = NULL, returns 0
-  ASSERT_EQ(unsetenv(name), 0);
+  ASSERT_TRUE(os_unsetenv(name));
   buf = (char*)g_foreign;
   EXPECT_EQ(mi_dupenv_s(&buf, &size, name), 0);
   EXPECT_EQ(buf, nullptr);
@@ -353,12 +351,38 @@ TEST(Posix, DupenvS) {
   EXPECT_EQ(mi_dupenv_s(&buf, &size, opaque<const char>(nullptr)), EINVAL);
 }
 
-TEST(Posix, WdupenvSIsUnsupportedOnThisPlatform) {
-  const unsigned short name[] = {'P', 'A', 'T', 'H', 0};
+// The wide-character environment exists on Windows only: there mi_wdupenv_s
+// copies a variable as mi_dupenv_s does (as mimalloc 1.6 does with
+// _wgetenv); elsewhere it fails with EINVAL and sets *buf to NULL.
+TEST(Posix, WdupenvS) {
+  const unsigned short name[] = {'M', 'I', 'M', 'A', 'L', 'L', 'O', 'C', '_', 'T', 'E', 'S',
+                                 'T', '_', 'W', 'D', 'U', 'P', 'E', 'N', 'V', 0};   // MIMALLOC_TEST_WDUPENV
+  const unsigned short value[] = {'w', 'i', 'd', 'e', ' ', '4', '2', 0};
+  ASSERT_TRUE(os_setenv("MIMALLOC_TEST_WDUPENV", "wide 42"));
   unsigned short* buf = (unsigned short*)g_foreign;
   size_t size = 77;
-  EXPECT_EQ(mi_wdupenv_s(&buf, &size, name), EINVAL);
-  EXPECT_EQ(buf, nullptr);
+  const int err = mi_wdupenv_s(&buf, &size, name);
+  if (!kWideEnvironment) {
+    EXPECT_EQ(err, EINVAL);
+    EXPECT_EQ(buf, nullptr);
+  }
+  else {
+    EXPECT_EQ(err, 0);
+    ASSERT_NE(buf, nullptr);
+    EXPECT_EQ(memcmp(buf, value, sizeof(value)), 0);
+    EXPECT_EQ(size, sizeof(value) / sizeof(value[0]) - 1);   // in characters, without the terminator
+    EXPECT_TRUE(mi_check_owned(buf));
+    mi_free(buf);
+    // absent variable: *buf = NULL, returns 0
+    ASSERT_TRUE(os_unsetenv("MIMALLOC_TEST_WDUPENV"));
+    buf = (unsigned short*)g_foreign;
+    EXPECT_EQ(mi_wdupenv_s(&buf, &size, name), 0);
+    EXPECT_EQ(buf, nullptr);
+  }
+  os_unsetenv("MIMALLOC_TEST_WDUPENV");
+  // bad arguments, everywhere
+  EXPECT_EQ(mi_wdupenv_s(opaque<unsigned short*>(nullptr), &size, name), EINVAL);
+  EXPECT_EQ(mi_wdupenv_s(&buf, &size, opaque<const unsigned short>(nullptr)), EINVAL);
 }
 
 // ------------------------------------------------------

@@ -10,8 +10,6 @@
 #include <gtest/gtest.h>
 #include <mimalloc.h>
 
-#include <sys/mman.h>
-
 #include <algorithm>
 #include <iterator>
 #include <set>
@@ -318,17 +316,17 @@ TEST(Visit, CheckOwned) {
   EXPECT_FALSE(mi_check_owned(nullptr));
   EXPECT_FALSE(mi_heap_check_owned(h, nullptr));
   const size_t len = 64 * KiB;
-  void* mapped = mmap(nullptr, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-  ASSERT_NE(mapped, MAP_FAILED);
+  void* mapped = os_map(len);   // (from the OS directly)
+  ASSERT_NE(mapped, nullptr);
   EXPECT_FALSE(mi_check_owned(mapped));
   EXPECT_FALSE(mi_heap_check_owned(h, (char*)mapped + 4096));
-  munmap(mapped, len);
+  os_unmap(mapped, len);
   LibcMalloc libc = libc_malloc();
   if (libc.malloc_fn != nullptr) {
     void* g = libc.malloc_fn(100);
     ASSERT_NE(g, nullptr);
-    EXPECT_FALSE(mi_check_owned(g)) << "glibc block";
-    EXPECT_FALSE(mi_heap_check_owned(h, g)) << "glibc block";
+    EXPECT_FALSE(mi_check_owned(g)) << "the C library's block";
+    EXPECT_FALSE(mi_heap_check_owned(h, g)) << "the C library's block";
     libc.free_fn(g);
   }
   else {

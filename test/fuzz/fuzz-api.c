@@ -59,7 +59,12 @@
 static unsigned op_index;      // operation number within the input (for messages)
 static const char* op_name = "";
 
-static void fail(const char* fmt, ...) __attribute__((noreturn, format(printf, 1, 2)));
+#if defined(__MINGW32__)
+#define FUZZ_PRINTF  gnu_printf   // (mingw-w64's C99 printf: __USE_MINGW_ANSI_STDIO)
+#else
+#define FUZZ_PRINTF  printf
+#endif
+static void fail(const char* fmt, ...) __attribute__((noreturn, format(FUZZ_PRINTF, 1, 2)));
 static void fail(const char* fmt, ...) {
   va_list args;
   va_start(args, fmt);

@@ -3,6 +3,10 @@ misuse: one heap misuse per run, through the plain C/C++ allocation interface
 only (malloc, free, calloc, realloc, memcpy, memmove, memset, new, delete), so
 that it runs under any allocator through LD_PRELOAD. test/misuse/run.py runs
 every case under several allocators and prints which ones notice what.
+On Windows the program is linked with mimalloc's override DLL instead (it
+calls mi_version at start, so the DLL is loaded and patches the C runtime's
+malloc family) and runs under wine (docs/windows.md); what differs between
+the two is in one section below ("What differs between Linux and Windows").
 
   misuse <case>     run one case
   misuse --list     print the cases: name, kind, class, what it does
@@ -10,9 +14,14 @@ every case under several allocators and prints which ones notice what.
 Exit codes:
   misuse cases:   42 = the misuse went unnoticed to the end; anything else
                   (a signal, abort, another exit code) = the process was stopped.
+                  (Windows: abort() exits 3, an access violation ends the
+                  process with the status's low byte, e.g. 5.)
   property cases:  0 = the allocator has the property (a SIGSEGV where the
-                  case expects a fault counts: the handler exits 0);
+                  case expects a fault counts: the handler exits 0; Windows:
+                  an access violation, caught by a vectored exception handler);
                   42 = it does not.
+  77 = the case is not applicable (could not be set up, or the platform lacks
+       what it calls). Not 3: that is abort()'s exit code on Windows.
   2 = usage error.
 
 The program never writes to stderr itself (run.py reads stderr as the
@@ -23,16 +32,113 @@ _FORTIFY_SOURCE so that memcpy & co. reach the library at run time.
 -----------------------------------------------------------------------------*/
 #include <cerrno>
 #include <stddef.h>
-#include <csignal>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <new>
+
+#define MI_UNNOTICED 42        // the misuse went through / the property does not hold
+#define MI_NOT_APPLICABLE 77   // the case cannot run here (run.py: "n/a")
+
+// ----------------------------------------------------------------------------
+// What differs between Linux and Windows (the only OS-specific code):
+//   os_start()          at the start of main (Windows: the override DLL is
+//                       used, an unhandled fault ends the process at once)
+//   expect_fault()      property cases: a fault from now on exits 0
+//   executable(p)       is the mapping holding p executable: 1, 0, -1 = cannot tell
+//   mi_alloca(n)        alloca
+//   reallocarray_fn     reallocarray (through a volatile pointer, as memcpy_fn below),
+//                       or nullptr where the C runtime has none
+// ----------------------------------------------------------------------------
+#ifdef _WIN32
+#define WIN32_LEAN_AND_MEAN
+#include <windows.h>
+#include <malloc.h>     // _alloca
+#include <mimalloc.h>   // mi_version
+
+// A fault nobody handles ends the process at once with its status as exit
+// code (under wine: the low byte, 5 for an access violation), as on Windows
+// without a debugger. Left to wine, it starts its debugger (winedbg), and the
+// process then sometimes ends with 0, which would read as a property held.
+static LONG WINAPI on_unhandled(EXCEPTION_POINTERS* e) {
+  TerminateProcess(GetCurrentProcess(), (UINT)e->ExceptionRecord->ExceptionCode);
+  return EXCEPTION_CONTINUE_SEARCH;
+}
+
+// The program links the override DLL; a call to one of its functions keeps the
+// import (the linker drops an unused one), and the DLL, loaded before main,
+// patches the C runtime DLLs.
+static void os_start() {
+  (void)mi_version();
+  SetUnhandledExceptionFilter(on_unhandled);
+}
+
+// Wine ends a process on an access violation with the status as exit code
+// (no signals): a vectored exception handler, called before any other
+// handler, ends the process with 0 instead (TerminateProcess, as _exit: no
+// DLL detach, nothing more runs on a heap that may be damaged).
+static LONG WINAPI on_fault(EXCEPTION_POINTERS* e) {
+  if (e->ExceptionRecord->ExceptionCode == EXCEPTION_ACCESS_VIOLATION) TerminateProcess(GetCurrentProcess(), 0);
+  return EXCEPTION_CONTINUE_SEARCH;
+}
+static void expect_fault() { AddVectoredExceptionHandler(1, on_fault); }
+
+static int executable(const void* p) {   // the protection of p's region (VirtualQuery)
+  MEMORY_BASIC_INFORMATION mbi;
+  if (VirtualQuery(p, &mbi, sizeof(mbi)) == 0 || mbi.State != MEM_COMMIT) {
+    printf("VirtualQuery(%p) found no committed region\n", p);
+    return -1;
+  }
+  const DWORD exec = PAGE_EXECUTE | PAGE_EXECUTE_READ | PAGE_EXECUTE_READWRITE | PAGE_EXECUTE_WRITECOPY;
+  if ((mbi.Protect & exec) == 0) return 0;
+  printf("executable: %p, %zu bytes, protection 0x%lx\n", mbi.BaseAddress, (size_t)mbi.RegionSize, (unsigned long)mbi.Protect);
+  return 1;
+}
+
+#define mi_alloca(n) _alloca(n)
+
+// (msvcrt.dll and ucrtbase.dll have no reallocarray)
+static void* (*volatile reallocarray_fn)(void*, size_t, size_t) = nullptr;
+
+#else
+#include <csignal>
 #include <alloca.h>
 #include <unistd.h>
 
-#define MI_UNNOTICED 42   // the misuse went through / the property does not hold
+static void os_start() {}
+
+static void on_fault(int) { _exit(0); }   // property cases: the fault is the protection
+static void expect_fault() {
+  struct sigaction sa;
+  memset(&sa, 0, sizeof(sa));
+  sa.sa_handler = on_fault;
+  sigaction(SIGSEGV, &sa, nullptr);
+  sigaction(SIGBUS, &sa, nullptr);
+}
+
+static int executable(const void* p) {   // the permissions of p's mapping (/proc/self/maps)
+  FILE* f = fopen("/proc/self/maps", "r");
+  if (f == nullptr) { printf("cannot read /proc/self/maps\n"); return -1; }
+  int result = -1;
+  char line[512];
+  while (result < 0 && fgets(line, sizeof(line), f) != nullptr) {
+    unsigned long lo, hi;
+    char perms[8];
+    if (sscanf(line, "%lx-%lx %7s", &lo, &hi, perms) != 3) continue;
+    if ((uintptr_t)p < lo || (uintptr_t)p >= hi) continue;
+    result = (strchr(perms, 'x') != nullptr);
+    if (result) printf("executable: %s", line);
+  }
+  fclose(f);
+  if (result < 0) printf("%p not found in /proc/self/maps\n", p);
+  return result;
+}
+
+#define mi_alloca(n) alloca(n)
+
+static void* (*volatile reallocarray_fn)(void*, size_t, size_t) = reallocarray;
+#endif
 
 // ----------------------------------------------------------------------------
 // Hiding values from the optimiser
@@ -57,15 +163,6 @@ static void* (*volatile memset_fn)(void*, int, size_t) = memset;
 static void write_bytes(char* p, ptrdiff_t from, ptrdiff_t to) {   // p[from..to) = 'A'
   volatile char* q = opaque(p);
   for (ptrdiff_t i = from; i < to; i++) q[i] = 'A';
-}
-
-static void on_fault(int) { _exit(0); }   // property cases: the fault is the protection
-static void expect_fault() {
-  struct sigaction sa;
-  memset(&sa, 0, sizeof(sa));
-  sa.sa_handler = on_fault;
-  sigaction(SIGSEGV, &sa, nullptr);
-  sigaction(SIGBUS, &sa, nullptr);
 }
 
 static const size_t small_size = 64;   // a size class in every allocator compared
@@ -112,7 +209,7 @@ static int overflow_free_neighbour(size_t by, bool above) {
   char *lo, *mid, *hi;
   if (!adjacent_triple(&lo, &mid, &hi)) {
     printf("no three adjacent blocks found: case not applicable\n");
-    return 3;
+    return MI_NOT_APPLICABLE;
   }
   write_bytes(mid, (ptrdiff_t)small_size, (ptrdiff_t)(small_size + by));
   free(opaque(above ? hi : lo));
@@ -225,7 +322,7 @@ static int free_stack() {
   return MI_UNNOTICED;
 }
 static int free_alloca() {
-  char* p = (char*)alloca(opaque_size(64));
+  char* p = (char*)mi_alloca(opaque_size(64));
   write_bytes(p, 0, 64);
   free(opaque((void*)p));
   return MI_UNNOTICED;
@@ -359,22 +456,12 @@ static int freed_not_next() {   // the block just freed is not the next one of i
 
 static int heap_not_executable() {   // the mapping holding a small and a large block is not executable
   char* blocks[2] = {(char*)malloc(opaque_size(small_size)), (char*)malloc(opaque_size(300000))};
-  FILE* f = fopen("/proc/self/maps", "r");
-  if (f == nullptr) { printf("cannot read /proc/self/maps\n"); return 3; }
-  int found = 0, exec = 0;
-  char line[512];
-  while (fgets(line, sizeof(line), f) != nullptr) {
-    unsigned long lo, hi;
-    char perms[8];
-    if (sscanf(line, "%lx-%lx %7s", &lo, &hi, perms) != 3) continue;
-    for (char* b : blocks) {
-      if ((uintptr_t)b < lo || (uintptr_t)b >= hi) continue;
-      found++;
-      if (strchr(perms, 'x') != nullptr) { exec++; printf("executable: %s", line); }
-    }
+  int exec = 0;
+  for (char* b : blocks) {
+    int x = executable(b);
+    if (x < 0) return MI_NOT_APPLICABLE;
+    exec += x;
   }
-  fclose(f);
-  if (found != 2) { printf("blocks not found in /proc/self/maps\n"); return 3; }
   return exec ? MI_UNNOTICED : 0;
 }
 
@@ -405,9 +492,13 @@ static int realloc_size_max() {   // fails, and the old block stays valid
   return 0;
 }
 static int reallocarray_overflow() {
+  if (reallocarray_fn == nullptr) {
+    printf("the C runtime has no reallocarray: case not applicable\n");
+    return MI_NOT_APPLICABLE;
+  }
   char* p = (char*)malloc(opaque_size(small_size));
   errno = 0;
-  void* q = reallocarray(opaque(p), opaque_size(SIZE_MAX / 2), opaque_size(3));
+  void* q = reallocarray_fn(opaque(p), opaque_size(SIZE_MAX / 2), opaque_size(3));
   if (!failed_nomem(q, "reallocarray(p, SIZE_MAX/2, 3)")) return MI_UNNOTICED;
   free(opaque(p));
   return 0;
@@ -476,6 +567,7 @@ static const mi_case_t cases[] = {
 };
 
 int main(int argc, char** argv) {
+  os_start();
   setvbuf(stdout, nullptr, _IONBF, 0);   // notes appear even if the allocator aborts
   if (argc == 2 && strcmp(argv[1], "--list") == 0) {
     for (const mi_case_t& c : cases)

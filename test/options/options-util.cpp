@@ -1,11 +1,16 @@
 /* ----------------------------------------------------------------------------
   options-util.cpp -- child processes, statistics parsing, /proc readers and
   main() of the options suite (see options-util.h).
+
+  The parts that differ between Linux and Windows come in two versions, one
+  after the other, under `#if defined(_WIN32)`: the child processes, and the
+  process as the OS sees it (its memory, descriptors, time, temporary files).
 -----------------------------------------------------------------------------*/
 #include "options-util.h"
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cctype>
 #include <cerrno>
 #include <cstdlib>
@@ -13,13 +18,27 @@
 #include <map>
 #include <sstream>
 
+#if defined(_WIN32)
+#include <windows.h>
+#include <psapi.h>    // (K32GetProcessMemoryInfo, K32QueryWorkingSetEx: exported by kernel32)
+#include <fcntl.h>    // _O_BINARY
+#include <io.h>       // _setmode
+#include <process.h>  // _getpid
+#include <cwchar>
+#include <cwctype>
+#include <thread>
+#else
+#include <dirent.h>
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
+#include <sys/mman.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 extern char** environ;
+#endif
 
 namespace mitest {
 
@@ -75,13 +94,22 @@ void emit_ptr(const char* key, const void* p) {
   fflush(stdout);
 }
 
-static bool is_mimalloc_var(const char* entry) {
+// An environment entry "MIMALLOC_...=value", in any case (narrow or wide).
+template <typename C>
+static bool is_mimalloc_var(const C* entry) {
   static const char prefix[] = "mimalloc_";
   for (size_t i = 0; i < sizeof(prefix) - 1; i++) {
-    if (entry[i] == 0 || tolower((unsigned char)entry[i]) != prefix[i]) return false;
+    const int c = (int)entry[i];   // (negative for a char above 127: no match)
+    if (c <= 0 || c > 127 || tolower(c) != prefix[i]) return false;
   }
   return true;
 }
+
+#if !defined(_WIN32)
+
+// ------------------------------------------------------
+// Child processes (Linux): fork, execve of /proc/self/exe, pipes
+// ------------------------------------------------------
 
 void reexec_without_mimalloc_env(int argc, char** argv) {
   (void)argc;
@@ -175,6 +203,237 @@ ChildResult run_child(const std::string& scenario, const std::vector<std::string
   return r;
 }
 
+bool ChildResult::aborted() const {
+  return !exited && signal == SIGABRT;
+}
+
+#else  // _WIN32
+
+// ------------------------------------------------------
+// Child processes (Windows): CreateProcessW, pipes
+// ------------------------------------------------------
+
+// Text from the C runtime (arguments, our variables) in the ANSI code page,
+// as the child's runtime converts it back.
+static std::wstring widen(const std::string& s) {
+  if (s.empty()) return std::wstring();
+  const int n = MultiByteToWideChar(CP_ACP, 0, s.data(), (int)s.size(), nullptr, 0);
+  std::wstring w((size_t)(n > 0 ? n : 0), L'\0');
+  if (n > 0) MultiByteToWideChar(CP_ACP, 0, s.data(), (int)s.size(), &w[0], n);
+  return w;
+}
+
+// The path of this program.
+static std::wstring program_path() {
+  std::wstring path(32768, L'\0');
+  const DWORD n = GetModuleFileNameW(nullptr, &path[0], (DWORD)path.size());
+  path.resize(n < path.size() ? n : 0);
+  return path;
+}
+
+// One argument of a command line, quoted so that the C runtime of the child
+// (and CommandLineToArgvW) parses it back as it was: in quotes if it has a
+// blank or a quote (or is empty); inside quotes a quote is escaped with a
+// backslash, and so are the backslashes right before a quote or the end.
+static std::wstring quote_arg(const std::wstring& arg) {
+  if (!arg.empty() && arg.find_first_of(L" \t\n\v\"") == std::wstring::npos) return arg;
+  std::wstring q = L"\"";
+  size_t backslashes = 0;
+  for (wchar_t c : arg) {
+    if (c == L'\\') { backslashes++; continue; }
+    q.append(c == L'"' ? 2 * backslashes + 1 : backslashes, L'\\');
+    backslashes = 0;
+    q.push_back(c);
+  }
+  q.append(2 * backslashes, L'\\');
+  q.push_back(L'"');
+  return q;
+}
+
+// The name of an environment entry "NAME=value" in upper case (names are
+// case-insensitive on Windows). A leading '=' is part of the name: "=C:=C:\x"
+// is how the current directory of each drive is kept.
+static std::wstring env_name_upper(const std::wstring& entry) {
+  const size_t eq = entry.find(L'=', 1);
+  std::wstring name = entry.substr(0, eq);
+  for (auto& c : name) c = (wchar_t)towupper(c);
+  return name;
+}
+
+// The environment block of a child: the process's environment (from
+// Windows, as the C runtime's `_environ` came from it) without its MIMALLOC_*
+// variables and without the variables `extra` sets, then `extra`; sorted by
+// name, as CreateProcess documents it wants the block.
+static std::vector<wchar_t> environment_block(const std::vector<std::string>& extra) {
+  std::vector<std::wstring> added;
+  for (const auto& e : extra) added.push_back(widen(e));
+  std::vector<std::wstring> entries;
+  wchar_t* block = GetEnvironmentStringsW();
+  for (const wchar_t* e = block; e != nullptr && *e != 0; e += wcslen(e) + 1) {
+    if (is_mimalloc_var(e)) continue;
+    const std::wstring entry(e);
+    const std::wstring name = env_name_upper(entry);
+    bool replaced = false;
+    for (const auto& a : added) replaced = replaced || (env_name_upper(a) == name);
+    if (!replaced) entries.push_back(entry);
+  }
+  if (block != nullptr) FreeEnvironmentStringsW(block);
+  entries.insert(entries.end(), added.begin(), added.end());
+  std::stable_sort(entries.begin(), entries.end(),
+                   [](const std::wstring& a, const std::wstring& b) { return env_name_upper(a) < env_name_upper(b); });
+  std::vector<wchar_t> result;
+  for (const auto& e : entries) {
+    result.insert(result.end(), e.begin(), e.end());
+    result.push_back(0);
+  }
+  if (entries.empty()) result.push_back(0);
+  result.push_back(0);   // the block ends with an empty string
+  return result;
+}
+
+// A copy of `h` that a child inherits (nullptr for no handle).
+static HANDLE inheritable_copy(HANDLE h) {
+  HANDLE copy = nullptr;
+  if (h == nullptr || h == INVALID_HANDLE_VALUE) return nullptr;
+  if (!DuplicateHandle(GetCurrentProcess(), h, GetCurrentProcess(), &copy, 0, TRUE, DUPLICATE_SAME_ACCESS)) return nullptr;
+  return copy;
+}
+
+static void close_handle(HANDLE h) {
+  if (h != nullptr && h != INVALID_HANDLE_VALUE) CloseHandle(h);
+}
+
+void reexec_without_mimalloc_env(int argc, char** argv) {
+  (void)argc; (void)argv;
+  bool found = false;
+  wchar_t* block = GetEnvironmentStringsW();
+  for (const wchar_t* e = block; e != nullptr && *e != 0; e += wcslen(e) + 1) found = found || is_mimalloc_var(e);
+  if (block != nullptr) FreeEnvironmentStringsW(block);
+  if (!found) return;
+  std::vector<wchar_t> env = environment_block({});
+  const std::wstring exe = program_path();
+  const wchar_t* line = GetCommandLineW();
+  std::vector<wchar_t> cmd(line, line + wcslen(line) + 1);   // (CreateProcessW may write into it)
+  // the new process writes where this one would
+  STARTUPINFOW si;
+  memset(&si, 0, sizeof(si));
+  si.cb = sizeof(si);
+  si.dwFlags = STARTF_USESTDHANDLES;
+  si.hStdInput = inheritable_copy(GetStdHandle(STD_INPUT_HANDLE));
+  si.hStdOutput = inheritable_copy(GetStdHandle(STD_OUTPUT_HANDLE));
+  si.hStdError = inheritable_copy(GetStdHandle(STD_ERROR_HANDLE));
+  PROCESS_INFORMATION pi;
+  fflush(stdout);
+  fflush(stderr);
+  // (in this process's console, if it has one)
+  const DWORD flags = CREATE_UNICODE_ENVIRONMENT | (GetConsoleWindow() != nullptr ? 0 : DETACHED_PROCESS);
+  const BOOL ok = CreateProcessW(exe.c_str(), cmd.data(), nullptr, nullptr, TRUE, flags, env.data(), nullptr, &si, &pi);
+  close_handle(si.hStdInput);
+  close_handle(si.hStdOutput);
+  close_handle(si.hStdError);
+  if (!ok) {
+    fprintf(stderr, "CreateProcess failed (error %lu)\n", (unsigned long)GetLastError());   // keep going with the inherited environment
+    return;
+  }
+  WaitForSingleObject(pi.hProcess, INFINITE);
+  DWORD code = 1;
+  GetExitCodeProcess(pi.hProcess, &code);
+  // as after execve: this process ends with the other's exit code, without
+  // its own exit handlers (no messages or statistics at exit of its own)
+  TerminateProcess(GetCurrentProcess(), code);
+}
+
+// Reads a pipe to its end (when every process that could write to it has
+// ended or closed it).
+static void read_pipe(HANDLE h, std::string* into) {
+  char buf[4096];
+  for (;;) {
+    DWORD n = 0;
+    if (!ReadFile(h, buf, sizeof(buf), &n, nullptr)) break;   // ERROR_BROKEN_PIPE: the end
+    into->append(buf, n);
+  }
+}
+
+ChildResult run_child(const std::string& scenario, const std::vector<std::string>& env,
+                      const std::vector<std::string>& args, int timeout_sec) {
+  ChildResult r;
+  const std::wstring exe = program_path();
+  std::wstring line = quote_arg(exe) + L" --child " + quote_arg(widen(scenario));
+  for (const auto& a : args) line += L" " + quote_arg(widen(a));
+  std::vector<wchar_t> cmd(line.begin(), line.end());
+  cmd.push_back(0);
+  std::vector<wchar_t> envblock = environment_block(env);
+
+  // stdout and stderr into pipes whose writing ends the child inherits (and
+  // only it: its scenarios are run one at a time), stdin from NUL
+  SECURITY_ATTRIBUTES sa;
+  sa.nLength = sizeof(sa);
+  sa.lpSecurityDescriptor = nullptr;
+  sa.bInheritHandle = TRUE;
+  HANDLE out_r = nullptr, out_w = nullptr, err_r = nullptr, err_w = nullptr;
+  if (!CreatePipe(&out_r, &out_w, &sa, 0) || !CreatePipe(&err_r, &err_w, &sa, 0)) {
+    ADD_FAILURE() << "CreatePipe failed: error " << GetLastError();
+    for (HANDLE h : { out_r, out_w, err_r, err_w }) close_handle(h);
+    return r;
+  }
+  SetHandleInformation(out_r, HANDLE_FLAG_INHERIT, 0);
+  SetHandleInformation(err_r, HANDLE_FLAG_INHERIT, 0);
+  HANDLE nul = CreateFileW(L"NUL", GENERIC_READ, FILE_SHARE_READ | FILE_SHARE_WRITE, &sa, OPEN_EXISTING, 0, nullptr);
+  STARTUPINFOW si;
+  memset(&si, 0, sizeof(si));
+  si.cb = sizeof(si);
+  si.dwFlags = STARTF_USESTDHANDLES;
+  si.hStdInput = nul;
+  si.hStdOutput = out_w;
+  si.hStdError = err_w;
+  PROCESS_INFORMATION pi;
+  fflush(stdout);
+  fflush(stderr);
+  // (without a console: its output goes to the pipes, and wine starts no
+  // console host process for it, which took longer than the child itself)
+  const BOOL ok = CreateProcessW(exe.c_str(), cmd.data(), nullptr, nullptr, TRUE,
+                                 CREATE_UNICODE_ENVIRONMENT | DETACHED_PROCESS, envblock.data(), nullptr, &si, &pi);
+  const DWORD create_error = GetLastError();
+  close_handle(out_w);   // (the child has its own copies now)
+  close_handle(err_w);
+  close_handle(nul);
+  if (!ok) {
+    close_handle(out_r);
+    close_handle(err_r);
+    ADD_FAILURE() << "CreateProcess failed: error " << create_error;
+    return r;
+  }
+  CloseHandle(pi.hThread);
+  // a thread for each pipe (anonymous pipes cannot be waited for together)
+  std::thread out_reader(read_pipe, out_r, &r.out);
+  std::thread err_reader(read_pipe, err_r, &r.err);
+  if (WaitForSingleObject(pi.hProcess, (DWORD)timeout_sec * 1000) == WAIT_TIMEOUT) {
+    r.timed_out = true;
+    TerminateProcess(pi.hProcess, 1);
+    WaitForSingleObject(pi.hProcess, INFINITE);
+  }
+  out_reader.join();
+  err_reader.join();
+  close_handle(out_r);
+  close_handle(err_r);
+  DWORD code = 0;
+  GetExitCodeProcess(pi.hProcess, &code);
+  CloseHandle(pi.hProcess);
+  // an exit code of 0xC0000000 and above is the NTSTATUS of an exception
+  // nobody handled (0xC0000005: access violation; 0xC0000409: a fast fail)
+  if (!r.timed_out) {
+    if (code >= 0xC0000000UL) r.exception = code;
+    else { r.exited = true; r.code = (int)code; }
+  }
+  return r;
+}
+
+bool ChildResult::aborted() const {
+  return exited && code == 3;   // (msvcrt's abort(): raise(SIGABRT), whose default action is _exit(3))
+}
+
+#endif  // _WIN32
+
 bool ChildResult::has(const std::string& key) const {
   for (const auto& line : split_lines(out)) {
     if (starts_with(line, key + "=")) return true;
@@ -201,7 +460,8 @@ long long ChildResult::num(const std::string& key) const {
 std::string ChildResult::describe() const {
   std::ostringstream s;
   if (timed_out) s << "child timed out\n";
-  if (exited) s << "child exit code: " << code << "\n";
+  if (exited) s << "child exit code: " << code << (kWindows && code == 3 ? " (abort)" : "") << "\n";
+  else if (exception != 0) s << "child ended by exception 0x" << std::hex << exception << std::dec << "\n";
   else s << "child killed by signal " << signal << "\n";
   s << "--- stdout ---\n" << out << "--- stderr ---\n" << err << "--------------";
   return s.str();
@@ -351,8 +611,10 @@ double Stats::get(const std::string& label, int col, int nth) const {
   return row->values[(size_t)col];
 }
 
+#if !defined(_WIN32)
+
 // ------------------------------------------------------
-// /proc
+// The process as the OS sees it (Linux): /proc and system calls
 // ------------------------------------------------------
 
 // /proc files are read with plain system calls into static buffers: the
@@ -413,12 +675,6 @@ void mapping_perms(const void* p, char perms[5]) {
   });
 }
 
-std::string mapping_perms(const void* p) {
-  char perms[5];
-  mapping_perms(p, perms);
-  return perms;
-}
-
 size_t inaccessible_bytes() {
   size_t total = 0;
   visit_maps([&](uintptr_t start, uintptr_t end, const char* perms) {
@@ -427,6 +683,212 @@ size_t inaccessible_bytes() {
   });
   return total;
 }
+
+size_t resident_bytes(const void* p, size_t size) {
+  static unsigned char vec[4096];   // (one byte a page, for 4096 pages at a time)
+  const uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE);
+  uintptr_t start = (uintptr_t)p & ~(page - 1);
+  const uintptr_t end = (uintptr_t)p + size;
+  size_t count = 0;
+  while (start < end) {
+    const uintptr_t len = std::min<uintptr_t>(end - start, sizeof(vec) * page);
+    if (mincore((void*)start, (size_t)len, vec) != 0) break;
+    for (uintptr_t i = 0; i < (len + page - 1) / page; i++) count += (vec[i] & 1);
+    start += len;
+  }
+  return count * (size_t)page;
+}
+
+long long thread_page_faults() {
+  struct rusage ru;
+  getrusage(RUSAGE_THREAD, &ru);
+  return (long long)ru.ru_minflt;
+}
+
+bool count_descriptors(long* open_fds, long* cloexec) {
+  *open_fds = 0;
+  *cloexec = 0;
+  DIR* d = opendir("/proc/self/fd");
+  if (d == nullptr) return false;
+  const int dfd = dirfd(d);
+  for (struct dirent* e = readdir(d); e != nullptr; e = readdir(d)) {
+    if (e->d_name[0] == '.') continue;
+    const int fd = atoi(e->d_name);
+    if (fd == dfd) continue;   // (the directory's own)
+    (*open_fds)++;
+    if (fcntl(fd, F_GETFD) & FD_CLOEXEC) (*cloexec)++;
+  }
+  closedir(d);
+  return true;
+}
+
+std::string temp_file_path(const char* tag) {
+  return "/tmp/mimalloc-test-" + std::to_string(getpid()) + "-" + tag;
+}
+
+void* map_private(size_t size) {
+  void* p = mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  return (p == MAP_FAILED ? nullptr : p);
+}
+
+void unmap_private(void* p, size_t size) {
+  if (p != nullptr) munmap(p, size);
+}
+
+void sleep_ms(long ms) {
+  struct timespec ts;
+  ts.tv_sec = ms / 1000;
+  ts.tv_nsec = (ms % 1000) * 1000000L;
+  while (nanosleep(&ts, &ts) != 0 && errno == EINTR) { }
+}
+
+long long thread_cpu_ms() {
+  struct timespec t;
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
+  return (long long)t.tv_sec * 1000 + t.tv_nsec / 1000000;
+}
+
+#else  // _WIN32
+
+// ------------------------------------------------------
+// The process as the OS sees it (Windows): psapi's figures (from kernel32),
+// VirtualQuery, handles
+// ------------------------------------------------------
+
+size_t rss_bytes() {
+  PROCESS_MEMORY_COUNTERS c;
+  memset(&c, 0, sizeof(c));
+  if (!K32GetProcessMemoryInfo(GetCurrentProcess(), &c, sizeof(c))) return 0;
+  return c.WorkingSetSize;
+}
+
+size_t resident_bytes(const void* p, size_t size) {
+  static PSAPI_WORKING_SET_EX_INFORMATION info[256];   // (one entry a page, for 256 pages at a time)
+  const uintptr_t page = 4096;
+  uintptr_t start = (uintptr_t)p & ~(page - 1);
+  const uintptr_t end = (uintptr_t)p + size;
+  size_t count = 0;
+  while (start < end) {
+    const size_t n = (size_t)std::min<uintptr_t>((end - start + page - 1) / page, 256);
+    for (size_t i = 0; i < n; i++) {
+      info[i].VirtualAddress = (void*)(start + i * page);
+      info[i].VirtualAttributes.Flags = 0;
+    }
+    if (!K32QueryWorkingSetEx(GetCurrentProcess(), info, (DWORD)(n * sizeof(info[0])))) break;
+    for (size_t i = 0; i < n; i++) count += (info[i].VirtualAttributes.Valid ? 1 : 0);
+    start += n * page;
+  }
+  return count * (size_t)page;
+}
+
+long long thread_page_faults() {
+  PROCESS_MEMORY_COUNTERS c;
+  memset(&c, 0, sizeof(c));
+  if (!K32GetProcessMemoryInfo(GetCurrentProcess(), &c, sizeof(c))) return 0;
+  return (long long)c.PageFaultCount;
+}
+
+// The permissions of a region in the form of /proc/self/maps.
+static void region_perms(const MEMORY_BASIC_INFORMATION& info, char perms[5]) {
+  perms[0] = 0;
+  if (info.State == MEM_FREE) return;
+  bool r = false, w = false, x = false;
+  if (info.State == MEM_COMMIT && (info.Protect & PAGE_GUARD) == 0) {
+    switch (info.Protect & 0xFF) {
+      case PAGE_READONLY:          r = true; break;
+      case PAGE_READWRITE:
+      case PAGE_WRITECOPY:         r = w = true; break;
+      case PAGE_EXECUTE:           x = true; break;
+      case PAGE_EXECUTE_READ:      r = x = true; break;
+      case PAGE_EXECUTE_READWRITE:
+      case PAGE_EXECUTE_WRITECOPY: r = w = x = true; break;
+      default:                     break;   // PAGE_NOACCESS
+    }
+  }
+  perms[0] = (r ? 'r' : '-');
+  perms[1] = (w ? 'w' : '-');
+  perms[2] = (x ? 'x' : '-');
+  perms[3] = (info.Type == MEM_MAPPED ? 's' : 'p');
+  perms[4] = 0;
+}
+
+void mapping_perms(const void* p, char perms[5]) {
+  MEMORY_BASIC_INFORMATION info;
+  perms[0] = 0;
+  if (VirtualQuery(p, &info, sizeof(info)) == 0) return;
+  region_perms(info, perms);
+}
+
+size_t inaccessible_bytes() {
+  // every region of the address space, from 0 up
+  size_t total = 0;
+  uintptr_t addr = 0;
+  MEMORY_BASIC_INFORMATION info;
+  while (VirtualQuery((void*)addr, &info, sizeof(info)) != 0) {
+    char perms[5];
+    region_perms(info, perms);
+    if (strcmp(perms, "---p") == 0) total += info.RegionSize;
+    const uintptr_t next = (uintptr_t)info.BaseAddress + info.RegionSize;
+    if (next <= addr) break;
+    addr = next;
+  }
+  return total;
+}
+
+bool count_descriptors(long* open_handles, long* not_inherited) {
+  // Windows lists a process's handles to debuggers only: every value a
+  // handle can have (multiples of 4) is asked about instead, up to 65536
+  // (GetProcessHandleCount would say where to stop, but wine answers 0)
+  *open_handles = 0;
+  *not_inherited = 0;
+  for (uintptr_t h = 4; h < 65536; h += 4) {
+    DWORD flags = 0;
+    if (!GetHandleInformation((HANDLE)h, &flags)) continue;
+    (*open_handles)++;
+    if ((flags & HANDLE_FLAG_INHERIT) == 0) (*not_inherited)++;
+  }
+  return true;
+}
+
+std::string temp_file_path(const char* tag) {
+  char dir[MAX_PATH + 1];
+  const DWORD n = GetTempPathA(sizeof(dir), dir);   // (ends with a backslash)
+  const std::string base = (n > 0 && n < sizeof(dir) ? std::string(dir, n) : std::string(".\\"));
+  return base + "mimalloc-test-" + std::to_string(_getpid()) + "-" + tag;
+}
+
+void* map_private(size_t size) {
+  return VirtualAlloc(nullptr, size, MEM_RESERVE | MEM_COMMIT, PAGE_READWRITE);
+}
+
+void unmap_private(void* p, size_t size) {
+  (void)size;   // (a reservation is released whole)
+  if (p != nullptr) VirtualFree(p, 0, MEM_RELEASE);
+}
+
+void sleep_ms(long ms) {
+  if (ms > 0) Sleep((DWORD)ms);
+}
+
+long long thread_cpu_ms() {
+  FILETIME created, exited, kernel, user;
+  if (!GetThreadTimes(GetCurrentThread(), &created, &exited, &kernel, &user)) return 0;
+  // (FILETIME: units of 100 ns)
+  const auto ms = [](const FILETIME& t) { return (long long)((((uint64_t)t.dwHighDateTime << 32) | t.dwLowDateTime) / 10000); };
+  return ms(kernel) + ms(user);
+}
+
+#endif  // _WIN32
+
+std::string mapping_perms(const void* p) {
+  char perms[5];
+  mapping_perms(p, perms);
+  return perms;
+}
+
+// ------------------------------------------------------
+// Snapshots
+// ------------------------------------------------------
 
 size_t current_commit() {
   size_t commit = 0;
@@ -465,13 +927,6 @@ void emit_snapshot(const char* tag, const Snapshot& s) {
   put("pages", (long long)st.current("pages"));
 }
 
-void sleep_ms(long ms) {
-  struct timespec ts;
-  ts.tv_sec = ms / 1000;
-  ts.tv_nsec = (ms % 1000) * 1000000L;
-  while (nanosleep(&ts, &ts) != 0 && errno == EINTR) { }
-}
-
 }  // namespace mitest
 
 // ------------------------------------------------------
@@ -479,6 +934,12 @@ void sleep_ms(long ms) {
 // ------------------------------------------------------
 
 int main(int argc, char** argv) {
+#if defined(_WIN32)
+  // stdout and stderr as bytes: the C runtime would write "\r\n" for "\n"
+  // (the library's messages go to the handle, unchanged)
+  _setmode(_fileno(stdout), _O_BINARY);
+  _setmode(_fileno(stderr), _O_BINARY);
+#endif
   const int code = mitest::child_dispatch(argc, argv);
   if (code >= 0) return code;
   mitest::reexec_without_mimalloc_env(argc, argv);

@@ -12,6 +12,14 @@
 
   Also here: a parser for the statistics table, readers for
   /proc/self/statm and /proc/self/maps, and a capturing output function.
+
+  Everything that differs between Linux and Windows lives in this pair of
+  files (options-util.cpp has the two implementations), so the test files
+  are the same for both: the child processes (fork and execve, or
+  CreateProcess with pipes), the process as the OS sees it (/proc, or
+  GetProcessMemoryInfo and VirtualQuery, with the Linux names: a mapping's
+  permissions read "rw-p" or "---p" on both), memory mapped directly,
+  descriptors (or handles), time, temporary files.
 -----------------------------------------------------------------------------*/
 #pragma once
 #ifndef MI_TEST_OPTIONS_UTIL_H
@@ -30,6 +38,21 @@ namespace mitest {
 
 constexpr size_t KiB = 1024;
 constexpr size_t MiB = 1024 * KiB;
+
+// ------------------------------------------------------
+// The platform
+// ------------------------------------------------------
+
+#if defined(_WIN32)
+constexpr bool kWindows = true;
+#else
+constexpr bool kWindows = false;
+#endif
+
+// Windows charges every committed byte against the system's commit limit
+// (Linux maps with MAP_NORESERVE): there the library commits a region
+// segment by segment, and eager_region_commit defaults to 0.
+constexpr bool kCommitIsCharged = kWindows;
 
 // ------------------------------------------------------
 // Hiding values from the optimiser
@@ -86,7 +109,8 @@ int child_dispatch(int argc, char** argv);
 struct ChildResult {
   bool exited = false;   // exited normally (then `code` is the exit code)
   int code = -1;
-  int signal = 0;        // the terminating signal otherwise
+  int signal = 0;        // Linux: the terminating signal otherwise
+  unsigned long exception = 0;   // Windows: the NTSTATUS a crash ended it with otherwise (0xC0000005, ...)
   bool timed_out = false;
   std::string out;       // stdout
   std::string err;       // stderr
@@ -96,6 +120,10 @@ struct ChildResult {
   std::string str(const std::string& key) const;
   long long num(const std::string& key) const;   // -1 (and a failed test) if absent
   std::string describe() const;                  // for assertion messages
+  // ended by abort(): killed by SIGABRT on Linux; on Windows, where there
+  // are no signals, the C runtime's abort() exits with code 3 (no scenario
+  // exits with 3 on its own)
+  bool aborted() const;
 };
 
 // Run the scenario in a fresh process with the inherited environment minus
@@ -110,7 +138,18 @@ void emit_ptr(const char* key, const void* p);   // printed with %p
 
 // Scrub MIMALLOC_* from the environment by re-executing ourselves (called by
 // main for the top-level process, so in-process tests see default options).
+// (Windows has no execve: the program runs itself once more, with the same
+// command line and standard handles, and ends with its exit code.)
 void reexec_without_mimalloc_env(int argc, char** argv);
+
+// The process's open descriptors (Windows: handles), and how many of them
+// are close-on-exec (Windows: not inherited by a process it creates); false
+// if they cannot be listed.
+bool count_descriptors(long* open, long* cloexec);
+
+// A path for a temporary file named after the process and `tag` (in /tmp, or
+// Windows' temporary directory).
+std::string temp_file_path(const char* tag);
 
 // ------------------------------------------------------
 // Text helpers
@@ -163,10 +202,22 @@ Stats parse_stats(const std::string& text);
 // ------------------------------------------------------
 
 // None of these allocate.
-size_t rss_bytes();   // resident set size (/proc/self/statm)
+size_t rss_bytes();   // resident set size (/proc/self/statm; Windows: the working set)
+
+// How many bytes of [p, p+size) are resident (mincore; Windows: in the
+// working set, QueryWorkingSetEx).
+size_t resident_bytes(const void* p, size_t size);
+
+// The page faults of the calling thread so far (getrusage). Windows counts
+// them for the process only (GetProcessMemoryInfo), soft faults too; wine
+// reports none.
+long long thread_page_faults();
 
 // Permissions ("rw-p", "---p", ...) of the mapping that contains `p`
-// (/proc/self/maps); empty if `p` is not mapped.
+// (/proc/self/maps); empty if `p` is not mapped. (Windows, VirtualQuery:
+// committed memory reads as its protection says, reserved memory and
+// PAGE_NOACCESS as "---"; then 'p' for private memory and images, 's' for
+// mapped sections.)
 void mapping_perms(const void* p, char perms[5]);
 std::string mapping_perms(const void* p);
 
@@ -190,7 +241,15 @@ void take_snapshot(Snapshot* s, const void* probe);
 // (current), .segments_total, .cached (current), .pages (current)
 void emit_snapshot(const char* tag, const Snapshot& s);
 
+// Private read-write memory mapped from the OS directly, not through
+// mimalloc (mmap; Windows: VirtualAlloc); nullptr if that fails.
+void* map_private(size_t size);
+void unmap_private(void* p, size_t size);
+
 void sleep_ms(long ms);
+
+// The CPU time the calling thread has used, in milliseconds.
+long long thread_cpu_ms();
 
 }  // namespace mitest
 

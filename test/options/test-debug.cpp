@@ -22,12 +22,9 @@
 #include <gtest/gtest.h>
 #include <mimalloc.h>
 
-#include <csignal>
 #include <cstdint>
 #include <string>
 #include <thread>
-
-#include <sys/mman.h>
 
 #include "options-util.h"
 
@@ -45,7 +42,7 @@ size_t debug_block_size(size_t n) { return mi_good_size(n + kPaddingSize); }
 
 std::string error_line(const std::string& text) { return "mimalloc: error: " + text + "\n"; }
 
-bool aborted(const ChildResult& r) { return !r.exited && r.signal == SIGABRT; }
+bool aborted(const ChildResult& r) { return r.aborted(); }
 
 uint64_t g_static_words[64];
 
@@ -119,8 +116,8 @@ MI_CHILD(foreign_free) {
   uint8_t* p;
   if (mapped) {
     const size_t size = 12 * MiB;
-    void* base = mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    if (base == MAP_FAILED) return 2;
+    void* base = map_private(size);
+    if (base == nullptr) return 2;
     p = (uint8_t*)(((uintptr_t)base + 4 * MiB - 1) & ~(uintptr_t)(4 * MiB - 1)) + 64;
   }
   else {

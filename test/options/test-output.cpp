@@ -27,10 +27,8 @@
 #include <thread>
 #include <vector>
 
-#include <dirent.h>
 #include <fcntl.h>
-#include <sys/mman.h>
-#include <unistd.h>
+#include <unistd.h>   // (mingw-w64 has it too: the C runtime's descriptors)
 
 #include "options-util.h"
 
@@ -69,11 +67,11 @@ struct ForeignMemory {
   size_t size = 12 * MiB;
   uint8_t* aligned = nullptr;   // 4 MiB aligned, 4 MiB usable
   ForeignMemory() {
-    base = mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    if (base == MAP_FAILED) { base = nullptr; return; }
+    base = map_private(size);
+    if (base == nullptr) return;
     aligned = (uint8_t*)(((uintptr_t)base + 4 * MiB - 1) & ~(uintptr_t)(4 * MiB - 1));
   }
-  ~ForeignMemory() { if (base != nullptr) munmap(base, size); }
+  ~ForeignMemory() { unmap_private(base, size); }
 };
 
 // ------------------------------------------------------
@@ -407,19 +405,25 @@ TEST_F(Channel, DeferredFreeHeartbeatIncreases) {
 // A program that only frees and allocates blocks of one size in a loop mostly
 // takes its freed blocks back without the generic path's housekeeping
 // (_mi_page_refill; over 1 KiB from the fast path of the size's queue);
-// the hook still runs at least every 64 of those, for every size.
+// the hook still runs at least every 64 of those, for every size. (In a
+// heap of its own, whose pages start empty: a page of the default heap may
+// still have the free blocks of earlier tests in this process, and a free
+// list of k blocks runs out only every k iterations.)
 TEST_F(Channel, DeferredFreeRunsWhileFreedBlocksAreRecycled) {
   for (size_t size : {(size_t)1000, (size_t)4096, (size_t)20000}) {
     reset_deferred(false);
+    mi_heap_t* heap = mi_heap_new();
+    ASSERT_NE(heap, nullptr);
     mi_register_deferred_free(&deferred_hook, nullptr);
-    void* keep = mi_malloc(dyn(size));   // (the page never empties)
+    void* keep = mi_heap_malloc(heap, dyn(size));   // (the page never empties)
     for (int i = 0; i < 64000; i++) {
-      void* p = opaque(mi_malloc(dyn(size)));
+      void* p = opaque(mi_heap_malloc(heap, dyn(size)));
       ASSERT_NE(p, nullptr);
       mi_free(p);
     }
     mi_free(keep);
     mi_register_deferred_free(nullptr, nullptr);
+    mi_heap_delete(heap);
     // (about 330 at 1000 bytes, whose free list runs out every 3 iterations; 1000 over 1 KiB)
     EXPECT_GE(g_deferred.calls.load(), 100) << "the hook ran too seldom for blocks of " << size;
     EXPECT_TRUE(g_deferred.increasing);
@@ -513,21 +517,12 @@ MI_CHILD(close_stderr) {
   return 0;
 }
 
-// The open descriptors, and how many of them are close-on-exec.
+// The open descriptors (Windows: handles), and how many of them are
+// close-on-exec (Windows: not inherited).
 MI_CHILD(count_fds) {
   (void)argc; (void)argv;
   long open_fds = 0, cloexec = 0;
-  DIR* d = opendir("/proc/self/fd");
-  if (d == nullptr) return 2;
-  const int dfd = dirfd(d);
-  for (struct dirent* e = readdir(d); e != nullptr; e = readdir(d)) {
-    if (e->d_name[0] == '.') continue;
-    const int fd = atoi(e->d_name);
-    if (fd == dfd) continue;
-    open_fds++;
-    if (fcntl(fd, F_GETFD) & FD_CLOEXEC) cloexec++;
-  }
-  closedir(d);
+  if (!count_descriptors(&open_fds, &cloexec)) return 2;
   emit("open", open_fds);
   emit("cloexec", cloexec);
   return 0;
@@ -545,9 +540,7 @@ std::string read_file(const std::string& path) {
   return text;
 }
 
-std::string temp_path(const char* tag) {
-  return "/tmp/mimalloc-test-" + std::to_string(getpid()) + "-" + tag;
-}
+std::string temp_path(const char* tag) { return temp_file_path(tag); }
 }  // namespace
 
 TEST(OutputAtExit, StatisticsReachAClosedStderr) {
@@ -598,6 +591,7 @@ TEST(OutputAtExit, WithoutStatisticsStderrIsNotKept) {
   ASSERT_TRUE(plain.exited && plain.code == 0) << plain.describe();
   ASSERT_TRUE(stats.exited && stats.code == 0) << stats.describe();
   // with statistics: one more descriptor, close-on-exec (not inherited by programs it runs)
+  // (Windows: one more handle, not inheritable)
   EXPECT_EQ(stats.num("open"), plain.num("open") + 1) << plain.describe() << stats.describe();
   EXPECT_EQ(stats.num("cloexec"), plain.num("cloexec") + 1) << plain.describe() << stats.describe();
 }
