@@ -168,7 +168,9 @@ MI_GLIBC_EXPORT int malloc_info(int options, FILE* fp) {
 }
 
 // ---------------------------------------------------------------------------
-// mallopt: glibc's parameters are known (1), others are not (0). Mapped:
+// mallopt answers as glibc's does: 1 for every parameter, known or not,
+// except M_MXFAST above glibc's largest fast size (160 bytes; a negative value
+// too), which is 0. Mapped:
 //   M_TRIM_THRESHOLD  when free memory goes back: a negative value (glibc:
 //                     never trim) sets reset_delay to its maximum, a day, so
 //                     that memory goes back on malloc_trim or mi_collect(true);
@@ -185,6 +187,7 @@ MI_GLIBC_EXPORT int malloc_info(int options, FILE* fp) {
 // ---------------------------------------------------------------------------
 
 #define MI_GLIBC_DELAY_MAX  (86400000L)   // reset_delay's maximum (a day)
+#define MI_GLIBC_MXFAST_MAX (160)         // glibc's largest fast size on 64-bit systems (80 * sizeof(size_t) / 4)
 
 static _Atomic(long) mi_glibc_delay_before = -1;   // reset_delay before the first M_TRIM_THRESHOLD (-1: none yet)
 
@@ -201,11 +204,9 @@ MI_GLIBC_EXPORT int mallopt(int param, int value) {
     case M_MMAP_THRESHOLD:
       _mi_segment_huge_release_at(value < 0 ? SIZE_MAX : (size_t)value);
       return 1;
-    case M_MXFAST: case M_NLBLKS: case M_GRAIN: case M_KEEP:
-    case M_TOP_PAD: case M_MMAP_MAX: case M_CHECK_ACTION: case M_PERTURB:
-    case M_ARENA_TEST: case M_ARENA_MAX:
-      return 1;
+    case M_MXFAST:
+      return ((size_t)(long)value <= MI_GLIBC_MXFAST_MAX ? 1 : 0);
     default:
-      return 0;
+      return 1;
   }
 }

@@ -22,6 +22,7 @@
 #include <cmocka.h>
 
 #include <errno.h>
+#include <dlfcn.h>
 #include <limits.h>
 #include <malloc.h>
 #include <pthread.h>
@@ -376,15 +377,33 @@ static void test_malloc_info_options(void** state) {
 // mallopt
 // ---------------------------------------------------------------------------
 
+// Every parameter and value answers as glibc's own mallopt does (the C
+// library's definition, looked up in it): 1, except M_MXFAST above glibc's largest fast size
+// (160 bytes) or negative. The values put back what they changed here.
 static void test_mallopt_returns(void** state) {
   (void)state;
   assert_ours();
-  const int known[] = { M_MXFAST, M_NLBLKS, M_GRAIN, M_KEEP, M_TOP_PAD, M_MMAP_MAX, M_CHECK_ACTION, M_PERTURB, M_ARENA_TEST, M_ARENA_MAX };
-  for (size_t i = 0; i < sizeof(known) / sizeof(known[0]); i++) assert_int_equal(mallopt(known[i], 1), 1);
-  assert_int_equal(mallopt(M_TRIM_THRESHOLD, 128 * 1024), 1);
-  assert_int_equal(mallopt(M_MMAP_THRESHOLD, -1), 1);
-  const int unknown[] = { 0, 5, 100, -9, -100, INT_MAX, INT_MIN };
-  for (size_t i = 0; i < sizeof(unknown) / sizeof(unknown[0]); i++) assert_int_equal(mallopt(unknown[i], 1), 0);
+  void* libc = dlopen("libc.so.6", RTLD_LAZY | RTLD_NOLOAD);
+  assert_non_null(libc);
+  int (*glibc_mallopt)(int, int) = (int (*)(int, int))dlsym(libc, "mallopt");
+  assert_non_null(glibc_mallopt);
+  assert_true(glibc_mallopt != &mallopt);
+  const int params[] = { M_MXFAST, M_NLBLKS, M_GRAIN, M_KEEP, M_TRIM_THRESHOLD, M_TOP_PAD, M_MMAP_THRESHOLD,
+                         M_MMAP_MAX, M_CHECK_ACTION, M_PERTURB, M_ARENA_TEST, M_ARENA_MAX,
+                         0, 5, 100, -9, -100, INT_MAX, INT_MIN };
+  const int values[] = { INT_MIN, -1, 0, 1, 64, 160, 161, 1024, 128 * 1024, 32 * 1024 * 1024, 64 * 1024 * 1024, INT_MAX };
+  for (size_t i = 0; i < sizeof(params) / sizeof(params[0]); i++) {
+    for (size_t j = 0; j < sizeof(values) / sizeof(values[0]); j++) {
+      const int ours = mallopt(params[i], values[j]);
+      const int glibc = glibc_mallopt(params[i], values[j]);
+      if (ours != glibc) fail_msg("mallopt(%d, %d): %d, glibc %d", params[i], values[j], ours, glibc);
+    }
+  }
+  assert_int_equal(mallopt(M_MXFAST, 161), 0);
+  assert_int_equal(mallopt(M_MXFAST, 64), 1);
+  assert_int_equal(mallopt(12345, 1), 1);
+  assert_int_equal(mallopt(M_TRIM_THRESHOLD, 128 * 1024), 1);   // (the delay as before)
+  assert_int_equal(mallopt(M_MMAP_THRESHOLD, -1), 1);           // (huge blocks as before)
 }
 
 // Free 32 MiB of small blocks in this thread: how much stays resident (the
