@@ -116,14 +116,14 @@ static void* mi_win_crt_move(void* p, HANDLE heap, size_t oldsize, size_t newsiz
 }
 
 static void* mi_win_realloc(void* p, size_t newsize) {
-  if (mi_likely(mi_win_is_ours(p))) return mi_realloc(p, newsize);
+  if (mi_likely(mi_win_is_ours(p))) return mi_std_result(mi_realloc(p, newsize));
   HANDLE heap = mi_win_crt_heap_of(p);
   if (heap == NULL) { mi_win_invalid(p, "realloc"); errno = EINVAL; return NULL; }
   return mi_win_crt_move(p, heap, HeapSize(heap, 0, p), newsize, false);
 }
 
 static void* mi_win_recalloc(void* p, size_t count, size_t size) {
-  if (mi_likely(mi_win_is_ours(p))) return mi_recalloc(p, count, size);
+  if (mi_likely(mi_win_is_ours(p))) return mi_std_result(mi_recalloc(p, count, size));
   size_t total;
   if (mi_count_size_overflow(count, size, &total)) { errno = ENOMEM; return NULL; }
   HANDLE heap = mi_win_crt_heap_of(p);
@@ -138,8 +138,8 @@ static void* mi_win_expand(void* p, size_t newsize) {
   return HeapReAlloc(heap, HEAP_REALLOC_IN_PLACE_ONLY, p, newsize);
 }
 
-static void* mi_win_malloc(size_t size)                { return mi_malloc(size); }
-static void* mi_win_calloc(size_t count, size_t size)  { return mi_calloc(count, size); }
+static void* mi_win_malloc(size_t size)                { return mi_std_result(mi_malloc(size)); }
+static void* mi_win_calloc(size_t count, size_t size)  { return mi_std_result(mi_calloc(count, size)); }
 static char* mi_win_strdup(const char* s)              { return mi_strdup(s); }
 static unsigned short* mi_win_wcsdup(const unsigned short* s) { return mi_wcsdup(s); }
 static unsigned char*  mi_win_mbsdup(const unsigned char* s)  { return mi_mbsdup(s); }

@@ -2,11 +2,12 @@
   alloc-override.c -- the standard allocation interface, served by mimalloc.
 
   Included last by static.c when MI_MALLOC_OVERRIDE is set (CMake MI_OVERRIDE,
-  on by default). Every standard name is an ELF *alias* of the `mi_` function
-  it maps to, so `malloc` *is* `mi_malloc`: no forwarding jump. Aliases need
-  their target in the same translation unit, which is why the library is
-  compiled as one unit. Names whose prototype differs from their target are
-  small functions instead (inlined).
+  on by default). A standard name is an ELF *alias* of the `mi_` function it
+  maps to (`free` *is* `mi_free`: no forwarding jump) or, where its prototype
+  or its errno differs, a small function with that `mi_` function inlined
+  (`malloc` is `mi_malloc`'s code, with ENOMEM where `mi_malloc` says
+  EOVERFLOW). Both need the target in the same translation unit, which is
+  why the library is compiled as one unit.
 
   With the shared library preloaded (LD_PRELOAD) these definitions come
   before the C library's, so the whole program, the C library and the C++
@@ -44,18 +45,32 @@
 
 _Static_assert(sizeof(size_t) == 8, "the C++ operator names below assume a 64-bit size_t");
 
-void* malloc(size_t size)                            MI_FORWARD(mi_malloc);
-void* calloc(size_t count, size_t size)              MI_FORWARD(mi_calloc);
-void* realloc(void* p, size_t newsize)               MI_FORWARD(mi_realloc);
+// The standard names fail with ENOMEM where the mi_ names say EOVERFLOW
+// (mi_std_result).
+#define MI_DECL_STD  __attribute__((visibility("default")))
+
+// (malloc: mi_malloc's one EOVERFLOW is a size over PTRDIFF_MAX, tested
+// apart so that mi_malloc's fast path stays as it is, instruction for
+// instruction)
+static mi_decl_noinline void* mi_malloc_too_large(size_t size) {
+  return mi_std_result(mi_malloc(size));
+}
+MI_DECL_STD void* malloc(size_t size) {
+  if (mi_likely(size <= MI_SMALL_SIZE_MAX)) return mi_malloc(size);   // (the same test as mi_malloc's own: one)
+  if (mi_unlikely(size > PTRDIFF_MAX)) return mi_malloc_too_large(size);
+  return mi_malloc(size);
+}
+MI_DECL_STD void* calloc(size_t count, size_t size)  { return mi_std_result(mi_calloc(count, size)); }
+MI_DECL_STD void* realloc(void* p, size_t newsize)   { return mi_std_result(mi_realloc(p, newsize)); }
+MI_DECL_STD void* reallocf(void* p, size_t newsize)  { return mi_std_result(mi_reallocf(p, newsize)); }
+MI_DECL_STD void* valloc(size_t size)                { return mi_std_result(mi_valloc(size)); }
+MI_DECL_STD void* pvalloc(size_t size)               { return mi_std_result(mi_pvalloc(size)); }
+MI_DECL_STD void* memalign(size_t alignment, size_t size) { return mi_std_result(mi_memalign(alignment, size)); }
+MI_DECL_STD void* _aligned_malloc(size_t alignment, size_t size) { return mi_std_result(mi_aligned_alloc(alignment, size)); }
 void  free(void* p)                                  MI_FORWARD(mi_free);
 void  cfree(void* p)                                 MI_FORWARD(mi_free);
-void* reallocf(void* p, size_t newsize)              MI_FORWARD(mi_reallocf);
-void* reallocarray(void* p, size_t count, size_t size) MI_FORWARD(mi_reallocarray);
-void* valloc(size_t size)                            MI_FORWARD(mi_valloc);
-void* pvalloc(size_t size)                           MI_FORWARD(mi_pvalloc);
-void* memalign(size_t alignment, size_t size)        MI_FORWARD(mi_memalign);
-int   posix_memalign(void** p, size_t alignment, size_t size) MI_FORWARD(mi_posix_memalign);
-void* _aligned_malloc(size_t alignment, size_t size) MI_FORWARD(mi_aligned_alloc);
+void* reallocarray(void* p, size_t count, size_t size) MI_FORWARD(mi_reallocarray);   // (ENOMEM already)
+int   posix_memalign(void** p, size_t alignment, size_t size) MI_FORWARD(mi_posix_memalign);   // (returns ENOMEM)
 size_t malloc_size(const void* p)                    MI_FORWARD(mi_usable_size);
 
 // glibc's prototype takes a non-const pointer
@@ -66,21 +81,21 @@ __attribute__((visibility("default"))) size_t malloc_usable_size(void* p) {
 // C17 (and glibc) accept any size; 1.6's mi_aligned_alloc keeps the C11 rule
 __attribute__((visibility("default"))) void* aligned_alloc(size_t alignment, size_t size) {
   if (alignment == 0 || !_mi_is_power_of_two(alignment)) { errno = EINVAL; return NULL; }
-  return mi_malloc_aligned(size, alignment);
+  return mi_std_result(mi_malloc_aligned(size, alignment));
 }
 
 // ---------------------------------------------------------------------------
 // glibc's internal names (used by parts of glibc and by some programs)
 // ---------------------------------------------------------------------------
 
-void* __libc_malloc(size_t size)                     MI_FORWARD(mi_malloc);
-void* __libc_calloc(size_t count, size_t size)       MI_FORWARD(mi_calloc);
-void* __libc_realloc(void* p, size_t size)           MI_FORWARD(mi_realloc);
+void* __libc_malloc(size_t size)                     MI_FORWARD(malloc);
+void* __libc_calloc(size_t count, size_t size)       MI_FORWARD(calloc);
+void* __libc_realloc(void* p, size_t size)           MI_FORWARD(realloc);
 void  __libc_free(void* p)                           MI_FORWARD(mi_free);
 void  __libc_cfree(void* p)                          MI_FORWARD(mi_free);
-void* __libc_valloc(size_t size)                     MI_FORWARD(mi_valloc);
-void* __libc_pvalloc(size_t size)                    MI_FORWARD(mi_pvalloc);
-void* __libc_memalign(size_t alignment, size_t size) MI_FORWARD(mi_memalign);
+void* __libc_valloc(size_t size)                     MI_FORWARD(valloc);
+void* __libc_pvalloc(size_t size)                    MI_FORWARD(pvalloc);
+void* __libc_memalign(size_t alignment, size_t size) MI_FORWARD(memalign);
 int   __posix_memalign(void** p, size_t alignment, size_t size) MI_FORWARD(mi_posix_memalign);
 
 // ---------------------------------------------------------------------------

@@ -432,6 +432,15 @@ static inline bool mi_count_size_overflow(size_t count, size_t size, size_t* tot
   return false;
 }
 
+// The standard names (malloc, calloc, realloc, ...) fail with ENOMEM, as
+// POSIX, glibc and the Windows C runtime say, also for a size no allocation
+// can have, where the mi_ names keep 1.6's EOVERFLOW: the result of a failed
+// call gets the one for the other (alloc-override.c, alloc-override-win.c).
+static inline void* mi_std_result(void* p) {
+  if (mi_unlikely(p == NULL) && errno == EOVERFLOW) errno = ENOMEM;
+  return p;
+}
+
 static inline size_t mi_clz(uintptr_t x) {
   return (x == 0 ? MI_INTPTR_BITS : (size_t)__builtin_clzll(x));   // (ll: long is 32 bits on Windows)
 }

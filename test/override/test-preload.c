@@ -236,12 +236,65 @@ static void test_free_foreign_pointer(void** state) {
   free(p);
 }
 
+// A size no allocation can have fails with ENOMEM through every standard
+// name, as POSIX and glibc say (the mi_ names keep 1.6's EOVERFLOW), and a
+// failed realloc keeps the block.
+typedef void* (*size_fun_t)(size_t);
+typedef void* (*count_fun_t)(size_t, size_t);
+typedef void* (*resize_fun_t)(void*, size_t);
+
+static void expect_enomem(void* p, const char* what) {
+  if (p != NULL || errno != ENOMEM) fail_msg("%s: %p, errno %d (ENOMEM is %d)", what, p, errno, ENOMEM);
+}
+
+static void test_impossible_sizes_fail_with_enomem(void** state) {
+  (void)state;
+  volatile size_t huge = SIZE_MAX, half = SIZE_MAX / 2, over = (size_t)PTRDIFF_MAX + 1;
+  const struct { size_fun_t fun; const char* name; } sized[] = {
+    { &malloc, "malloc" }, { &__libc_malloc, "__libc_malloc" }, { &valloc, "valloc" },
+    { &pvalloc, "pvalloc" }, { &__libc_valloc, "__libc_valloc" }, { &__libc_pvalloc, "__libc_pvalloc" },
+  };
+  for (size_t i = 0; i < sizeof(sized) / sizeof(sized[0]); i++) {
+    size_fun_t volatile fun = sized[i].fun;
+    errno = 0; expect_enomem(fun(huge), sized[i].name);
+    errno = 0; expect_enomem(fun(over), sized[i].name);
+  }
+  const struct { count_fun_t fun; const char* name; } counted[] = {
+    { &calloc, "calloc" }, { &__libc_calloc, "__libc_calloc" },
+  };
+  for (size_t i = 0; i < sizeof(counted) / sizeof(counted[0]); i++) {
+    count_fun_t volatile fun = counted[i].fun;
+    errno = 0; expect_enomem(fun(half, 3), counted[i].name);   // count * size overflows
+    errno = 0; expect_enomem(fun(1, huge), counted[i].name);
+  }
+  count_fun_t volatile aligned = &aligned_alloc, memalign_fun = &memalign, libc_memalign = &__libc_memalign;
+  errno = 0; expect_enomem(aligned(64, huge - 63), "aligned_alloc");
+  errno = 0; expect_enomem(memalign_fun(64, huge), "memalign");
+  errno = 0; expect_enomem(libc_memalign(64, over), "__libc_memalign");
+  const struct { resize_fun_t fun; const char* name; } resized[] = {
+    { &realloc, "realloc" }, { &__libc_realloc, "__libc_realloc" },
+  };
+  for (size_t i = 0; i < sizeof(resized) / sizeof(resized[0]); i++) {
+    resize_fun_t volatile fun = resized[i].fun;
+    char* p = (char*)malloc(100);
+    check_ours(p, 100);
+    errno = 0; expect_enomem(fun(p, huge), resized[i].name);
+    errno = 0; expect_enomem(fun(NULL, over), resized[i].name);
+    assert_int_equal((unsigned char)p[99], 0xA5);   // kept
+    free(p);
+  }
+  void* p = (void*)1;
+  assert_int_equal(posix_memalign(&p, 64, huge), ENOMEM);
+  assert_ptr_equal(p, (void*)1);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
     cmocka_unit_test(test_c_functions),
     cmocka_unit_test(test_posix_functions),
     cmocka_unit_test(test_bsd_functions),
     cmocka_unit_test(test_glibc_internal_names),
+    cmocka_unit_test(test_impossible_sizes_fail_with_enomem),
     cmocka_unit_test(test_libc_allocates_with_us),
     cmocka_unit_test(test_threads),
     cmocka_unit_test(test_free_foreign_pointer),
