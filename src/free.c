@@ -51,16 +51,27 @@ static size_t mi_stat_requested(const mi_page_t* page, const mi_block_t* block) 
   #endif
 }
 
-// Debug statistics of a free, counted by the freeing thread.
+// Debug statistics of a free, counted by the freeing thread (merged into the
+// process's figures later); straight into the process's figures (atomically)
+// when that thread never allocated and has no heap.
 static void mi_stat_free_requested(const mi_page_t* page, size_t requested) {
   mi_heap_t* heap = mi_get_default_heap();
-  if (!mi_heap_is_initialized(heap)) return;
   const size_t bsize = mi_page_block_size(page);
-  if (bsize <= MI_LARGE_OBJ_SIZE_MAX) {
-    mi_heap_stat_decrease(heap, normal, bsize);
-    mi_heap_stat_decrease(heap, normal_bins[_mi_bin(bsize)], 1);
+  const bool normal = (bsize <= MI_LARGE_OBJ_SIZE_MAX);
+  if (mi_heap_is_initialized(heap)) {
+    if (normal) {
+      mi_heap_stat_decrease(heap, normal, bsize);
+      mi_heap_stat_decrease(heap, normal_bins[_mi_bin(bsize)], 1);
+    }
+    mi_heap_stat_decrease(heap, malloc, requested);
   }
-  mi_heap_stat_decrease(heap, malloc, requested);
+  else {
+    if (normal) {
+      mi_stat_decrease(NULL, normal, bsize);
+      mi_stat_decrease(NULL, normal_bins[_mi_bin(bsize)], 1);
+    }
+    mi_stat_decrease(NULL, malloc, requested);
+  }
 }
 #define mi_stat_free(page, block)  mi_stat_free_requested(page, mi_stat_requested(page, block))
 #else

@@ -196,6 +196,22 @@ MI_CHILD(stats_reset) {
   return 0;
 }
 
+// main allocates 1000 blocks of 100 bytes; a thread that allocates nothing
+// (so has no heap of its own) frees them all; then the process's figures.
+MI_CHILD(stats_heapless_free) {
+  (void)argc; (void)argv;
+  static void* blocks[1000];
+  for (auto& p : blocks) p = mi_malloc(dyn(100));
+  std::thread t([] {
+    for (auto& p : blocks) mi_free(p);
+  });
+  t.join();
+  capture_into(g_text[0], false);
+  emit_stats("after", g_text[0]);
+  emit("block", (long long)mi_good_size(100 + (is_debug_build() ? kPaddingSize : 0)));
+  return 0;
+}
+
 // A thread allocates (and keeps) blocks of a size nobody else uses; the main
 // thread prints the statistics before and after that thread's mi_stats_merge.
 MI_CHILD(stats_merge) {
@@ -498,6 +514,21 @@ TEST(StatsReset, ClearsHistoryButKeepsWhatIsLive) {
     EXPECT_EQ(reset.get("normal", 2), 0) << reset.text;
     EXPECT_EQ(reset.get("total", 2), 0) << reset.text;
   }
+}
+
+// A free by a thread that never allocated is counted too (it has no heap of
+// its own: it goes straight into the process's figures).
+TEST(StatsFree, AThreadWithoutAHeapCountsItsFrees) {
+  if (!is_debug_build()) GTEST_SKIP() << "per-size-class counts are debug-build statistics";
+  ChildResult r;
+  if (!run_ok(&r, "stats_heapless_free")) return;
+  const Stats after = child_stats(r, "after");
+  expect_consistent(after, "after");
+  const size_t block = (size_t)r.num("block");
+  const StatRow* row = bin_row(after, block);
+  ASSERT_NE(row, nullptr) << after.text;
+  EXPECT_GE(row->values[2], 1000.0 * block) << "the thread's frees: " << row->line;
+  EXPECT_LT(row->values[1] - row->values[2], 1000.0 * block / 2) << "what is live: " << row->line;
 }
 
 TEST(StatsMerge, ThreadCountsReachTheProcessWhenMerged) {
