@@ -429,8 +429,7 @@ typedef struct mi_decl_cache_aligned mi_page_s {
   uint8_t  is_purged:1;         // memory was purged; contents are zero
   uint8_t  is_committed:1;      // memory is accessible
   uint8_t  is_zero_init:1;      // memory was known zero when the page was initialised
-  uint8_t  retire_counted:1;    // retired, and counted in its heap's page_retired_size
-  uint8_t  has_front_canary:1;  // (trailer builds) the word before the first block is a canary
+  uint8_t  retire_counted:1;    // retired, and counted in its heap's page_retired_size (owner only)
   uint16_t capacity;            // blocks threaded into free lists at least once
   uint16_t reserved;            // blocks that fit in the page area
   mi_page_flags_t xflags;       // MI_PAGE_IN_FULL | MI_PAGE_HAS_ALIGNED | MI_PAGE_HAS_SAMPLED | MI_PAGE_CONTINUATION | MI_PAGE_CHECK_SLOW
@@ -457,6 +456,8 @@ typedef struct mi_decl_cache_aligned mi_page_s {
   #if (MI_PADDING > 0)
   uint8_t* page_start;          // the block area (checked builds check every freed pointer against it)
   uint32_t block_last;          // the offset of its last block, (reserved - 1) x block size (the free fast path's range test)
+  bool     has_front_canary;    // the word before the first block is a canary (read by other threads' frees:
+                                // a byte of its own, apart from the owner's bitfields above)
   #endif
 } mi_page_t;
 
