@@ -34,13 +34,16 @@
 // MI_SECURE: the secure build's profile (docs/secure.md), set by CMake:
 //   0 = off;
 //   1 = ON, the secure mode with a small penalty (aim: 1.10x release): guard
-//       pages, encoded free lists, random allocation order, the trailer word
-//       (a block's state and size: double-free and invalid-free detection, its
-//       own canary checked on free, bounds-checked memcpy/memmove/memset),
-//       malloc(0) of no access; the process stops at a detected misuse;
-//   2 = FULL, all of ON and every check we have: freed memory zeroed and
-//       checked on reuse, the neighbours' canaries checked on every free,
-//       C++ delete/delete[] and sized-delete checks (aim: 1.50x release).
+//       pages, encoded free lists checked on use, random allocation order,
+//       no immediate reuse, every freed pointer checked (the segment map, a
+//       block's start), double frees caught by the link probe, memcpy/
+//       memmove/memset bounded by the block, malloc(0) of no access; no
+//       per-block trailer; the process stops at a detected misuse;
+//   2 = FULL, all of ON and every check we have: the trailer word (a block's
+//       state and exact size: its canary checked on free, any double free),
+//       freed memory zeroed and checked on reuse, the neighbours' canaries
+//       checked on every free, C++ delete/delete[] and sized-delete checks
+//       (aim: 1.50x release).
 // Every secure feature below is derived from it here, and only the feature
 // macros are tested in the code (0/1 values: usable in `if` as in `#if`).
 #if !defined(MI_SECURE)
@@ -103,25 +106,28 @@
 // MI_PADDING: every block gets an 8-byte trailer (its state: live with the
 // distance to the user data's end, or free; canary fill after the user
 // data) checked on free: double frees, pointers that are not a block's
-// start, byte-precise overflows; mi_usable_size is exact. On in debug and
-// secure builds (CMake MI_PADDING; a secure build without it is a configure
-// error). Cost: 8 bytes per block, a store on malloc, a load and compare on
-// free.
+// start, byte-precise overflows; mi_usable_size is exact. On in debug
+// builds and FULL (CMake MI_PADDING; FULL without it is a configure error);
+// not in ON, whose budget it does not fit (a cache line the program never
+// touched read on every free: 1.24-1.37x release with it). Cost: 8 bytes
+// per block, a store on malloc, a load and compare on free.
 #if !defined(MI_PADDING)
-  #if (MI_DEBUG >= 1) || (MI_SECURE > 0)
+  #if (MI_DEBUG >= 1) || MI_SECURE_FULL
     #define MI_PADDING 1
   #else
     #define MI_PADDING 0
   #endif
 #endif
-#if (MI_SECURE > 0) && (MI_PADDING == 0)
-  #error "a secure build needs MI_PADDING (its trailer): build with MI_PADDING on"
+#if MI_SECURE_FULL && (MI_PADDING == 0)
+  #error "the secure profile FULL needs MI_PADDING (its trailer): build with MI_PADDING on"
 #endif
 
 // MI_FREE_CHECK_PTR: a freed pointer is checked against the segment map before
 // anything is read at it, and to lie on a block start in its page's blocks
-// (secure and debug builds: those with trailers).
-#if (MI_PADDING > 0)
+// (secure builds, and debug builds with trailers). The page keeps its block
+// area's start and the offset of its last block for it (and, without the
+// trailer, a divisibility constant for the block-start test: one multiply).
+#if (MI_PADDING > 0) || (MI_SECURE > 0)
   #define MI_FREE_CHECK_PTR 1
 #endif
 
@@ -149,8 +155,12 @@
 
 // MI_CHECKED_MEMCPY: the overriding secure library exports memcpy, memmove
 // and memset that check a destination inside one of our blocks (glibc:
-// they copy through its checking entry points).
-#if defined(MI_ZERO_AREA) && defined(MI_MALLOC_OVERRIDE) && defined(__GLIBC__)
+// they copy through its checking entry points). MI_SECURE_MEMCPY=0 leaves
+// them out (for measuring).
+#if !defined(MI_SECURE_MEMCPY)
+  #define MI_SECURE_MEMCPY  (MI_SECURE > 0)
+#endif
+#if MI_SECURE_MEMCPY && defined(MI_ZERO_AREA) && defined(MI_MALLOC_OVERRIDE) && defined(__GLIBC__)
   #define MI_CHECKED_MEMCPY 1
 #endif
 
@@ -183,12 +193,12 @@
   #define MI_TRAILER_LINK 1
 #endif
 
-// MI_CHECKED_FAST_PATHS: the secure profile ON (the trailer, without the
-// neighbour checks and the link in the trailer) has malloc and free fast
-// paths that make no call on the way, only tail calls to a checked version
-// for whatever is out of the ordinary: no registers to save and restore on
+// MI_CHECKED_FAST_PATHS: the secure profile ON (without the neighbour
+// checks and the link in the trailer) has malloc and free fast paths that
+// make no call on the way, only tail calls to a checked version for
+// whatever is out of the ordinary: no registers to save and restore on
 // every malloc and free (alloc.c, secure.c).
-#if (MI_PADDING > 0) && !MI_CHECK_NEIGHBOURS && !defined(MI_TRAILER_LINK) && (MI_DEBUG == 0)
+#if ((MI_PADDING > 0) || (MI_SECURE > 0)) && !MI_CHECK_NEIGHBOURS && !defined(MI_TRAILER_LINK) && (MI_DEBUG == 0)
   #define MI_CHECKED_FAST_PATHS 1
 #endif
 
@@ -220,6 +230,14 @@
 // Cost: a few instructions per malloc and free, 16 bytes per page descriptor.
 #if (MI_SECURE > 0) || (MI_DEBUG >= 1) || (MI_PADDING > 0)
   #define MI_ENCODE_FREELIST 1
+#endif
+
+// MI_DOUBLE_FREE_PROBE: builds with encoded lists and no trailer (ON, debug
+// builds without padding): a freed block whose first word decodes as a link
+// of its page (a free block's always does; live data next to never) is looked
+// up in the page's lists, and found there is a double free (secure.c).
+#if defined(MI_ENCODE_FREELIST) && (MI_PADDING == 0) && ((MI_SECURE > 0) || (MI_DEBUG > 0))
+  #define MI_DOUBLE_FREE_PROBE 1
 #endif
 
 // Debug fill patterns: fresh (uninitialised) memory, freed memory, padding.
@@ -453,11 +471,16 @@ typedef struct mi_decl_cache_aligned mi_page_s {
     };
     int64_t purge_expire;       // an unused page whose purge is pending: when it is due (ms)
   };
-  #if (MI_PADDING > 0)
+  #if defined(MI_FREE_CHECK_PTR)
   uint8_t* page_start;          // the block area (checked builds check every freed pointer against it)
   uint32_t block_last;          // the offset of its last block, (reserved - 1) x block size (the free fast path's range test)
+  #endif
+  #if (MI_PADDING > 0)
   bool     has_front_canary;    // the word before the first block is a canary (read by other threads' frees:
                                 // a byte of its own, apart from the owner's bitfields above)
+  #elif defined(MI_FREE_CHECK_PTR)
+  uint64_t block_divisor;       // 2^64 / block size, rounded up: an offset below 2^32 is a block's start
+                                // when offset * block_divisor (mod 2^64) < block_divisor (one multiply)
   #endif
 } mi_page_t;
 

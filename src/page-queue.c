@@ -83,13 +83,18 @@ static void mi_heap_queue_first_update(mi_heap_t* heap, const mi_page_queue_t* p
   if (page == NULL) page = (mi_page_t*)&_mi_page_empty;
   const size_t idx = _mi_wsize_from_size(size);
   #if defined(MI_ZERO_AREA)
-  if (idx <= MI_PADDING_WSIZE) return;   // malloc(0) always takes the generic path (to the zero area)
+  // malloc(0)'s entry (the padding alone) stays with the empty page: malloc(0)
+  // always takes the generic path (to the zero area)
+  const size_t first = MI_PADDING_WSIZE + 1;
+  if (idx < first) return;
+  #else
+  const size_t first = 0;
   #endif
   mi_page_t** pages_free = heap->pages_free_direct;
   if (pages_free[idx] == page) return;   // already set
   size_t start;
   if (idx <= 1) {
-    start = 0;
+    start = first;
   }
   else {
     // the entries above the previous distinct bin's size (skip the unused

@@ -524,15 +524,18 @@ static void mi_page_init(mi_heap_t* heap, mi_page_t* page, size_t block_size) {
   page->xblock_size = (sentinel ? MI_HUGE_BLOCK_SIZE : (uint32_t)block_size);
   size_t pre_size;
   uint8_t* const page_start = _mi_segment_page_start(segment, page, page->xblock_size, &page_size, &pre_size);
-  #if (MI_PADDING > 0)
+  #if defined(MI_FREE_CHECK_PTR)
   page->page_start = page_start;
   #else
   (void)page_start;
   #endif
   const size_t bsize = (sentinel ? page_size : block_size);
   page->reserved = (uint16_t)(page_size / bsize);
-  #if (MI_PADDING > 0)
+  #if defined(MI_FREE_CHECK_PTR)
   page->block_last = (uint32_t)((page->reserved - 1) * bsize);
+  #if (MI_PADDING == 0)
+  page->block_divisor = UINT64_MAX / bsize + 1;
+  #endif
   #endif
   #if defined(MI_CHECKED_FAST_PATHS) || defined(MI_FULL_FAST_PATH)
   // (the free fast path then checks neither: such a page's frees take the generic path)

@@ -25,12 +25,24 @@
 -----------------------------------------------------------------------------*/
 #include "mimalloc-internal.h"
 
-#if (MI_PADDING > 0)
+#if defined(MI_FREE_CHECK_PTR)
 // Whether p is the start of one of the page's blocks (below its capacity).
 static inline bool mi_page_is_block_start(const mi_page_t* page, const void* p) {
   const size_t bsize = mi_page_block_size(page);
   const size_t ofs = (size_t)((const uint8_t*)p - page->page_start);
   return ((const uint8_t*)p >= page->page_start && ofs % bsize == 0 && ofs / bsize < mi_page_capacity_shared(page));
+}
+#endif
+
+#if defined(MI_FREE_CHECK_PTR) && (MI_PADDING == 0)
+// The same without a division, for an offset in the page's block area (at
+// most block_last, below 2^32): divisible by the block size exactly when the
+// product with the page's block_divisor (2^64 / size, rounded up) wraps to
+// less than it (Lemire, Kaser and Kurz, "Faster remainder by direct
+// computation", 2019).
+static inline bool mi_page_ofs_is_block_start(const mi_page_t* page, size_t ofs) {
+  mi_assert_internal(ofs <= UINT32_MAX);
+  return ((uint64_t)ofs * page->block_divisor < page->block_divisor);
 }
 #endif
 
@@ -446,10 +458,21 @@ static inline bool mi_free_check_trailers(const mi_page_t* page, mi_block_t* blo
 }
 #endif
 
-#if defined(MI_ENCODE_FREELIST) && (MI_DEBUG > 0) && (MI_PADDING == 0)
-// Builds with encoded lists but no trailers: a local free whose block's
-// first word decodes like a link of its page is looked up in the page's
-// lists (live user data rarely does).
+#if defined(MI_DOUBLE_FREE_PROBE)
+// Builds with encoded lists but no trailers (ON): a free whose block's first
+// word decodes as a link of its page (every free block's does: to a block of
+// the page, or to the page itself for none; live data next to never) is
+// looked up in the page's lists. The owner looks in all three; another
+// thread only in the list it pushes on, thread_free (the others are the
+// owner's), walked without reports and at most `capacity` steps (the owner
+// may take it meanwhile): a double free by two other threads is caught until
+// the owner collects, one by the owner and then another thread is not (FULL's
+// trailer catches both).
+static inline bool mi_link_is_plausible(const mi_page_t* page, const mi_block_t* block) {
+  const uintptr_t next = mi_ptr_decode_raw(block->next, page->keys);
+  return (((next ^ (uintptr_t)block) >> MI_SEGMENT_SHIFT) == 0 && (next % MI_INTPTR_SIZE) == 0);
+}
+
 static bool mi_list_contains(const mi_page_t* page, const mi_block_t* list, const mi_block_t* elem) {
   while (list != NULL) {
     if (elem == list) return true;
@@ -458,25 +481,32 @@ static bool mi_list_contains(const mi_page_t* page, const mi_block_t* list, cons
   return false;
 }
 
-static mi_decl_noinline bool mi_check_is_double_freex(const mi_page_t* page, const mi_block_t* block, bool report) {
-  if (mi_list_contains(page, page->free, block) ||
-      mi_list_contains(page, page->local_free, block) ||
-      mi_list_contains(page, mi_page_thread_free(page), block)) {
-    if (report) _mi_misuse_message(EAGAIN, "double free detected of block %p with size %zu\n", (void*)block, mi_page_block_size(page));
-    return true;
+static bool mi_list_contains_quiet(const mi_page_t* page, const mi_block_t* list, const mi_block_t* elem) {
+  for (size_t n = mi_page_capacity_shared(page) + 1; list != NULL && n > 0; n--) {
+    if (elem == list) return true;
+    if (!mi_link_is_plausible(page, list)) return false;
+    list = mi_block_nextx(page, list, page->keys);
   }
   return false;
 }
 
-static inline bool mi_check_is_double_free(const mi_page_t* page, const mi_block_t* block, bool report) {
-  mi_block_t* n = mi_block_nextx(page, block, page->keys);
-  if (((uintptr_t)n & (MI_INTPTR_SIZE - 1)) == 0 && (n == NULL || mi_is_in_same_page(block, n))) {
-    return mi_check_is_double_freex(page, block, report);
+static mi_decl_noinline bool mi_check_is_double_freex(const mi_page_t* page, const mi_block_t* block, bool local, bool report) {
+  const bool found = (local ? (mi_list_contains(page, page->free, block) ||
+                               mi_list_contains(page, page->local_free, block) ||
+                               mi_list_contains(page, mi_page_thread_free(page), block))
+                            : mi_list_contains_quiet(page, mi_page_thread_free(page), block));
+  if (found && report) {
+    _mi_misuse_message(EAGAIN, "double free detected of block %p with size %zu\n", (void*)block, mi_page_block_size(page));
   }
-  return false;
+  return found;
+}
+
+static inline bool mi_check_is_double_free(const mi_page_t* page, const mi_block_t* block, bool local, bool report) {
+  if (mi_likely(!mi_link_is_plausible(page, block))) return false;
+  return mi_check_is_double_freex(page, block, local, report);
 }
 #else
-#define mi_check_is_double_free(page, block, report)  (false)
+#define mi_check_is_double_free(page, block, local, report)  (false)
 #endif
 
 // All checks of a free, before the block goes on a list: false means
@@ -487,7 +517,7 @@ static inline bool mi_free_checks(const mi_page_t* page, mi_block_t* block, bool
   #if (MI_PADDING > 0)
   if (!mi_free_check_trailers(page, block, local, to_local_free, report)) return false;
   #else
-  if (local && mi_unlikely(mi_check_is_double_free(page, block, report))) return false;
+  if (mi_unlikely(mi_check_is_double_free(page, block, local, report))) return false;
   #endif
   #if (MI_DEBUG > 0)
   if (!mi_page_zeroes_on_free(page)) _mi_memset(block, MI_DEBUG_FREED, mi_page_usable_block_size(page));
@@ -537,13 +567,19 @@ static inline bool mi_free_ptr_in_area(const mi_page_t* page, const void* p) {
 }
 
 static inline bool mi_free_ptr_check(const mi_page_t* page, const void* p) {
+  #if (MI_PADDING > 0)
   if (mi_likely(mi_free_ptr_in_range(page, p))) return true;
+  #else
+  // (no trailer to tell a block's start: the multiply)
+  if (mi_likely(mi_free_ptr_in_range(page, p) &&
+                mi_page_ofs_is_block_start(page, (size_t)((const uint8_t*)p - page->page_start)))) return true;
+  #endif
   return mi_free_ptr_check_slow(page, p);
 }
 #endif
 
-#if defined(MI_CHECKED_FAST_PATHS) || defined(MI_FULL_FAST_PATH)
-// How the owner's fast paths (ON's and FULL's) begin: the pointer in its
+#if (defined(MI_CHECKED_FAST_PATHS) && (MI_PADDING > 0)) || defined(MI_FULL_FAST_PATH)
+// How the owner's fast paths (FULL's, and ON's built with the trailer) begin: the pointer in its
 // page's blocks, the block's own trailer live with its fill intact.
 // `*trailer` and `*key`: the block's trailer and key, for its free state.
 // (Huge blocks, whose size is a call away, and 8-byte blocks, with no room
@@ -560,8 +596,8 @@ static mi_decl_forceinline bool mi_free_fast_own(const mi_page_t* page, const mi
 }
 #endif
 
-#if defined(MI_CHECKED_FAST_PATHS)
-// The owner's fast path in the secure profile ON: mi_free_fast_own's
+#if defined(MI_CHECKED_FAST_PATHS) && (MI_PADDING > 0)
+// The owner's fast path of ON built with the trailer: mi_free_fast_own's
 // checks; then the trailer reads free. Anything else (not a block's start, a
 // double free, an overflow) returns false, having changed nothing, and the
 // caller hands the free to mi_free_generic, whose checks say what it is.
@@ -571,6 +607,18 @@ static inline bool mi_free_fast_checked(const mi_page_t* page, mi_block_t* block
   if (!mi_free_fast_own(page, block, &trailer, &key)) return false;
   mi_trailer_store(trailer, key ^ MI_TRAILER_FREE);
   return true;
+}
+#elif defined(MI_CHECKED_FAST_PATHS)
+// The owner's fast path in the secure profile ON (no trailer): the pointer
+// is a block's start in the page's area (a compare and a multiply), and the
+// block's first word does not decode as a link of its page (a free block's
+// does: the double-free probe). Anything else returns false, having changed
+// nothing, and mi_free_generic checks again (the lists, for the probe) and
+// reports. (Only tail calls leave this path.)
+static inline bool mi_free_fast_checked(const mi_page_t* page, mi_block_t* block) {
+  const size_t ofs = (size_t)((const uint8_t*)block - page->page_start);   // (huge below the start)
+  if (mi_unlikely(ofs > page->block_last || !mi_page_ofs_is_block_start(page, ofs))) return false;
+  return !mi_link_is_plausible(page, block);
 }
 #endif
 
@@ -761,5 +809,29 @@ void _mi_block_set_size(void* p, size_t newsize) {
   mi_assert_internal(newsize + adjust <= usable);
   mi_trailer_set_live(page, block, usable, usable - (newsize + adjust));
   if ((state & MI_TRAILER_ARRAY) != 0) _mi_new_array_mark(p);
+}
+#endif
+
+#if defined(MI_CHECKED_MEMCPY) && (MI_PADDING == 0)
+// A write of n bytes at dst (memcpy, memmove, memset with the override) in
+// ON, which has no trailer: when dst is inside one of our blocks, the write
+// must stay within that block (its usable size: malloc(64)'s block is 64
+// bytes, so a 65-byte copy into it is caught; one into malloc(60)'s slack is
+// not). Reports (as a misuse) otherwise; `fun` names the call.
+void _mi_check_write(const void* dst, size_t n, const char* fun) mi_attr_noexcept {
+  if (n == 0) return;
+  const mi_segment_t* const segment = _mi_ptr_segment(dst);
+  if ((const void*)segment == dst || !_mi_segment_holds(segment, dst)) return;   // not in a block of ours
+  const mi_page_t* const page = _mi_segment_page_of(segment, dst);
+  if (!page->segment_in_use || page->xblock_size == 0 || (const uint8_t*)dst < page->page_start) return;
+  const size_t bsize = mi_page_block_size(page);
+  const size_t idx = (size_t)((const uint8_t*)dst - page->page_start) / bsize;
+  if (idx >= mi_page_capacity_shared(page)) return;
+  const uint8_t* const block = page->page_start + idx * bsize;
+  const uint8_t* const limit = block + bsize;
+  if ((const uint8_t*)dst + n > limit || (const uint8_t*)dst + n < (const uint8_t*)dst) {
+    _mi_misuse_message(EFAULT, "buffer overflow by %s: %zu bytes at %p run %zu bytes past the end of heap block %p of size %zu\n",
+                      fun, n, dst, (size_t)((const uint8_t*)dst + n - limit), (const void*)block, bsize);
+  }
 }
 #endif

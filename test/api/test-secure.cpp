@@ -10,6 +10,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstring>
 #include <new>
 #include <vector>
@@ -71,9 +72,31 @@ TEST(Secure, DoubleFreeInterleavedWithAllocations) {
   }, "double free detected");
 }
 
-// (the trailer reads free after the first free, whichever thread frees)
-TEST(Secure, DoubleFreeByAnotherThread) {
+// A thread that is not the owner frees a block twice while the owner goes on
+// without collecting: the second free finds it on the page's thread_free list
+// (ON's link probe; FULL's trailer reads free).
+TEST(Secure, DoubleFreeByAThreadThatIsNotTheOwner) {
   REQUIRE_SECURE(ON);
+  EXPECT_STOPS({
+    std::atomic<void*> x{nullptr};
+    std::atomic<bool> done{false};
+    std::thread owner([&] {   // a fresh heap: the block's page is not full
+      x.store(mi_malloc(dyn(40)));
+      while (!done.load()) std::this_thread::yield();
+    });
+    while (x.load() == nullptr) std::this_thread::yield();
+    mi_free(x.load());
+    mi_free(x.load());
+    done.store(true);
+    owner.join();
+  }, "double free detected");
+}
+
+// (the trailer reads free after the first free, whichever thread frees: FULL;
+// ON's probe cannot look in the owner's own lists from another thread, nor in
+// the owner heap's delayed list)
+TEST(Secure, DoubleFreeByAnotherThread) {
+  REQUIRE_SECURE(FULL);
   EXPECT_STOPS({
     void* x = mi_malloc(dyn(40));
     std::thread t([&] { mi_free(x); mi_free(x); });
@@ -229,7 +252,7 @@ char* highest_block(size_t size, int n = 16) {
 }
 
 TEST(Secure, OverflowIsCaughtOnFree) {
-  REQUIRE_SECURE(ON);
+  REQUIRE_SECURE(FULL);   // (the trailer's fill)
   // by one byte, right after the request (a write that changes the byte: at 24 bytes it is
   // the trailer's first, a random value that a constant matched once in 256 runs)
   for (size_t size : { 24, 100, 1000, 5000 }) {
@@ -524,7 +547,8 @@ TEST(Secure, MallocZeroIsAUniquePointerWhoseAccessFaults) {
 }
 
 // With the override (the static library defines them), memcpy, memmove and
-// memset check writes into our blocks against the size asked for.
+// memset check writes into our blocks: against the size asked for (FULL, from
+// the trailer), against the block (ON: malloc(64)'s block is 64 bytes).
 TEST(Secure, MemcpyMemmoveMemsetAreBoundsChecked) {
   REQUIRE_SECURE(ON);
 #if !defined(MI_TEST_OVERRIDE)
@@ -533,12 +557,20 @@ TEST(Secure, MemcpyMemmoveMemsetAreBoundsChecked) {
   if (kWindows) GTEST_SKIP() << "Linux only: the checked memcpy, memmove and memset replace glibc's; "
                                 "on Windows the static library defines only the C++ operators";
   static char src[16384];
-  EXPECT_STOPS({ char* p = (char*)mi_malloc(dyn(100)); memcpy(opaque(p), opaque(src), dyn(101)); },   // (opaque: clang makes a copy of a never-written array a memset)
-               "buffer overflow by memcpy: 101 bytes at .* run 1 bytes past the end of heap block .* of size 100");
-  EXPECT_STOPS({ char* p = (char*)mi_malloc(dyn(100)); memmove(opaque(p) + 50, p, dyn(60)); }, "buffer overflow by memmove");
-  EXPECT_STOPS({ char* p = (char*)mi_malloc(dyn(5000)); memset(opaque(p) + 1000, 0, dyn(4032)); }, "buffer overflow by memset");
+  EXPECT_STOPS({ char* p = (char*)mi_malloc(dyn(64)); memcpy(opaque(p), opaque(src), dyn(65)); },   // (opaque: clang makes a copy of a never-written array a memset)
+               "buffer overflow by memcpy: 65 bytes at .* run 1 bytes past the end of heap block .* of size 64");
+  EXPECT_STOPS({ char* p = (char*)mi_malloc(dyn(64)); memmove(opaque(p) + 32, p, dyn(33)); }, "buffer overflow by memmove");
+  const size_t big = mi_good_size(5000);   // (the block of malloc(5000): its exact size)
+  EXPECT_STOPS({ char* p = (char*)mi_malloc(dyn(big)); memset(opaque(p) + 1000, 0, dyn(big - 1000 + 32)); }, "buffer overflow by memset");
   EXPECT_STOPS({ char* p = (char*)mi_malloc(dyn(64)); memset(opaque(p), 0, dyn(64 + 4096)); }, "buffer overflow by memset");   // by a page
-  EXPECT_STOPS({ char* p = (char*)mi_malloc(dyn(64)); mi_free(p); memset(opaque(p), 0, dyn(16)); }, "write after free: memset of 16 bytes");
+  if (MI_TEST_SECURE >= FULL) {
+    // the size asked for, not the block's, and freed blocks
+    EXPECT_STOPS({ char* p = (char*)mi_malloc(dyn(100)); memcpy(opaque(p), opaque(src), dyn(101)); },
+                 "buffer overflow by memcpy: 101 bytes at .* run 1 bytes past the end of heap block .* of size 100");
+    EXPECT_STOPS({ char* p = (char*)mi_malloc(dyn(100)); memmove(opaque(p) + 50, p, dyn(60)); }, "buffer overflow by memmove");
+    EXPECT_STOPS({ char* p = (char*)mi_malloc(dyn(5000)); memset(opaque(p) + 1000, 0, dyn(4032)); }, "buffer overflow by memset");
+    EXPECT_STOPS({ char* p = (char*)mi_malloc(dyn(64)); mi_free(p); memset(opaque(p), 0, dyn(16)); }, "write after free: memset of 16 bytes");
+  }
   for (size_t n : { 1, 24, 100, 5000, 300000 }) {   // within bounds: nothing to say
     char* p = (char*)mi_malloc(dyn(n));
     memset(opaque(p), 1, dyn(n));
