@@ -771,34 +771,6 @@ void _mi_free_delete(void* p, size_t size, bool array) mi_attr_noexcept {
   mi_free(p);
 }
 
-// A write of n bytes at dst (memcpy, memmove, memset with the override):
-// when dst is inside one of our blocks, the write must stay within the size
-// asked for, and the block must be live. Reports (as a misuse) otherwise;
-// `fun` names the call.
-void _mi_check_write(const void* dst, size_t n, const char* fun) mi_attr_noexcept {
-  if (n == 0) return;
-  const mi_segment_t* const segment = _mi_ptr_segment(dst);
-  if ((const void*)segment == dst || !_mi_segment_holds(segment, dst)) return;   // not in a block of ours
-  const mi_page_t* const page = _mi_segment_page_of(segment, dst);
-  if (!page->segment_in_use || page->xblock_size == 0 || (const uint8_t*)dst < page->page_start) return;
-  const size_t bsize = mi_page_block_size(page);
-  const size_t idx = (size_t)((const uint8_t*)dst - page->page_start) / bsize;
-  const size_t usable = bsize - MI_PADDING_SIZE;
-  if (idx >= mi_page_capacity_shared(page) || usable < sizeof(mi_block_t)) return;
-  const mi_block_t* const block = (const mi_block_t*)(page->page_start + idx * bsize);
-  const uint64_t state = mi_trailer_state(page, block, usable);
-  if (mi_trailer_state_is_free(page, state)) {
-    _mi_misuse_message(EFAULT, "write after free: %s of %zu bytes at %p, in freed heap block %p\n", fun, n, dst, (const void*)block);
-    return;
-  }
-  if (!mi_trailer_state_is_live(state, usable)) return;   // (a damaged trailer is reported when the block is freed)
-  const uint8_t* const limit = (const uint8_t*)block + usable - (size_t)(state >> 32);
-  if ((const uint8_t*)dst + n > limit || (const uint8_t*)dst + n < (const uint8_t*)dst) {
-    _mi_misuse_message(EFAULT, "buffer overflow by %s: %zu bytes at %p run %zu bytes past the end of heap block %p of size %zu\n",
-                      fun, n, dst, (size_t)((const uint8_t*)dst + n - limit), (const void*)block, (size_t)(limit - (const uint8_t*)block));
-  }
-}
-
 // The trailer of the block holding p says that the user asked for `newsize`
 // bytes from p on: a realloc in place, an aligned block inside a larger one.
 void _mi_block_set_size(void* p, size_t newsize) {
@@ -812,26 +784,51 @@ void _mi_block_set_size(void* p, size_t newsize) {
 }
 #endif
 
-#if defined(MI_CHECKED_MEMCPY) && (MI_PADDING == 0)
-// A write of n bytes at dst (memcpy, memmove, memset with the override) in
-// ON, which has no trailer: when dst is inside one of our blocks, the write
-// must stay within that block (its usable size: malloc(64)'s block is 64
-// bytes, so a 65-byte copy into it is caught; one into malloc(60)'s slack is
+#if defined(MI_CHECKED_MEMCPY)
+// ---------------------------------------------------------------------------
+// The checked memcpy, memmove and memset (alloc-override.c)
+// ---------------------------------------------------------------------------
+
+// The block of ours that holds dst (NULL for none), with its page and size.
+static const uint8_t* mi_block_holding(const void* dst, const mi_page_t** ppage, size_t* pbsize) {
+  const mi_segment_t* const segment = _mi_ptr_segment(dst);
+  if ((const void*)segment == dst || !_mi_segment_holds(segment, dst)) return NULL;   // not in a segment of ours
+  const mi_page_t* const page = _mi_segment_page_of(segment, dst);
+  if (!page->segment_in_use || page->xblock_size == 0 || (const uint8_t*)dst < page->page_start) return NULL;
+  const size_t bsize = mi_page_block_size(page);
+  const size_t idx = (size_t)((const uint8_t*)dst - page->page_start) / bsize;
+  if (idx >= mi_page_capacity_shared(page)) return NULL;
+  *ppage = page;
+  *pbsize = bsize;
+  return (page->page_start + idx * bsize);
+}
+
+// A write of n bytes at dst: when dst is inside one of our blocks, the write
+// must stay within it: FULL, within the size asked for, and the block must be
+// live (its trailer); ON, which has no trailer, within the block (malloc(64)'s
+// block is 64 bytes: a 65-byte copy is caught, one into malloc(60)'s slack is
 // not). Reports (as a misuse) otherwise; `fun` names the call.
 void _mi_check_write(const void* dst, size_t n, const char* fun) mi_attr_noexcept {
   if (n == 0) return;
-  const mi_segment_t* const segment = _mi_ptr_segment(dst);
-  if ((const void*)segment == dst || !_mi_segment_holds(segment, dst)) return;   // not in a block of ours
-  const mi_page_t* const page = _mi_segment_page_of(segment, dst);
-  if (!page->segment_in_use || page->xblock_size == 0 || (const uint8_t*)dst < page->page_start) return;
-  const size_t bsize = mi_page_block_size(page);
-  const size_t idx = (size_t)((const uint8_t*)dst - page->page_start) / bsize;
-  if (idx >= mi_page_capacity_shared(page)) return;
-  const uint8_t* const block = page->page_start + idx * bsize;
+  const mi_page_t* page; size_t bsize;
+  const uint8_t* const block = mi_block_holding(dst, &page, &bsize);
+  if (block == NULL) return;
+  #if (MI_PADDING > 0)
+  const size_t usable = bsize - MI_PADDING_SIZE;
+  if (usable < sizeof(mi_block_t)) return;
+  const uint64_t state = mi_trailer_state(page, (const mi_block_t*)block, usable);
+  if (mi_trailer_state_is_free(page, state)) {
+    _mi_misuse_message(EFAULT, "write after free: %s of %zu bytes at %p, in freed heap block %p\n", fun, n, dst, (const void*)block);
+    return;
+  }
+  if (!mi_trailer_state_is_live(state, usable)) return;   // (a damaged trailer is reported when the block is freed)
+  const uint8_t* const limit = block + usable - (size_t)(state >> 32);
+  #else
   const uint8_t* const limit = block + bsize;
+  #endif
   if ((const uint8_t*)dst + n > limit || (const uint8_t*)dst + n < (const uint8_t*)dst) {
     _mi_misuse_message(EFAULT, "buffer overflow by %s: %zu bytes at %p run %zu bytes past the end of heap block %p of size %zu\n",
-                      fun, n, dst, (size_t)((const uint8_t*)dst + n - limit), (const void*)block, bsize);
+                      fun, n, dst, (size_t)((const uint8_t*)dst + n - limit), (const void*)block, (size_t)(limit - block));
   }
 }
 #endif
