@@ -276,7 +276,30 @@ TEST(Secure, UnderflowIsCaughtOnFree) {
 
 TEST(Secure, OverflowByAPageStops) {
   REQUIRE_SECURE(ON);
-  EXPECT_DEATH({ char* p = (char*)opaque(mi_malloc(dyn(64))); memset(p, 0x41, 4096 + 64); mi_free(p); mi_free(mi_malloc(64)); }, "");
+  // FULL stops at the block's own free (its trailer is overwritten). ON has no
+  // trailer: the overflow runs over the free neighbours' list links and stops
+  // when the list reaches one of them. So the block is chosen with 65 free
+  // neighbours after it (blocks of one page come in random order: sort them),
+  // and allocation goes on until the page's free blocks must all be used.
+  EXPECT_DEATH({
+    mi_heap_t* heap = mi_heap_new();
+    std::vector<char*> blocks(2048);
+    for (auto& b : blocks) b = (char*)opaque(mi_heap_malloc(heap, dyn(64)));
+    std::vector<char*> sorted(blocks);
+    std::sort(sorted.begin(), sorted.end());
+    size_t stride = SIZE_MAX;   // the block size (FULL's blocks hold a trailer too)
+    for (size_t i = 1; i < sorted.size(); i++) stride = std::min(stride, (size_t)(sorted[i] - sorted[i - 1]));
+    size_t first = 0;           // the start of a run of 66 adjacent blocks
+    for (size_t i = 1; i < sorted.size() && i - first < 66; i++) {
+      if (sorted[i] != sorted[i - 1] + stride) first = i;
+    }
+    char* p = sorted[first];
+    for (char* b : blocks) if (b != p) mi_free(b);
+    memset(p, 0x41, 4096 + 64);
+    mi_free(p);
+    for (int i = 0; i < 100000; i++) opaque(mi_heap_malloc(heap, dyn(64)));
+    std::_Exit(0);
+  }, "");
 }
 
 TEST(Secure, OverwrittenFreeListLinkIsCaught) {

@@ -527,7 +527,8 @@ TEST(StatsFree, AThreadWithoutAHeapCountsItsFrees) {
   const size_t block = (size_t)r.num("block");
   const StatRow* row = bin_row(after, block);
   ASSERT_NE(row, nullptr) << after.text;
-  EXPECT_GE(row->values[2], 1000.0 * block) << "the thread's frees: " << row->line;
+  // (the table truncates to a tenth of its unit: 112,000 bytes print as 109.3 kb)
+  EXPECT_GE(row->values[2], 0.99 * 1000.0 * block) << "the thread's frees: " << row->line;
   EXPECT_LT(row->values[1] - row->values[2], 1000.0 * block / 2) << "what is live: " << row->line;
 }
 
