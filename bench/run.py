@@ -85,6 +85,9 @@ ALLOCATORS = [
     ("tcmalloc", LIBDIR + "/libtcmalloc_minimal.so.4", "libtcmalloc-minimal4", "libtcmalloc"),
     ("mimalloc2", LIBDIR + "/libmimalloc.so.2", "libmimalloc2.0", "libmimalloc.so.2"),
     ("tbbmalloc", LIBDIR + "/libtbbmalloc_proxy.so.2", "libtbbmalloc2", "libtbbmalloc_proxy"),
+    # LLVM's hardened allocator (Android's): the peer of our secure builds.
+    ("scudo", "/usr/lib/llvm-14/lib/clang/14.0.6/lib/linux/libclang_rt.scudo_standalone-%s.so" % platform.machine(),
+     "libclang-rt-14-dev", "libclang_rt.scudo_standalone"),
 ]
 
 # ---------------------------------------------------------------------------
@@ -914,6 +917,9 @@ def parse_args():
     p.add_argument("--secure-lib", help="our secure libmimalloc.so (adds the ours-secure column)")
     p.add_argument("--baseline-lib", help="an earlier build of our libmimalloc.so, preloaded like "
                    "ours (adds the before column; ratios stay relative to ours)")
+    p.add_argument("--extra", action="append", default=[], metavar="NAME=LIB",
+                   help="another library (e.g. a build of ours with one check left out) preloaded "
+                   "as the column NAME; repeatable")
     p.add_argument("--timeout", type=int, help="seconds before a run counts as hung "
                    "(default 120, quick 60; with --syscalls 600, quick 300)")
     p.add_argument("--no-instr", dest="instr", action="store_false", help="skip the instruction counts")
@@ -935,8 +941,20 @@ def parse_args():
     if args.instr_only:
         args.madvise = False
     args.timeout = args.timeout or (60 if args.quick else 120)
+    # --extra NAME=LIB: any other build (e.g. ours with one check left out)
+    # as a column of its own, preloaded like ours
+    for extra in args.extra:
+        name, _, path = extra.partition("=")
+        if not name or not path or not os.path.isfile(path):
+            p.error("--extra %s: NAME=LIB with an existing library expected" % extra)
+        if name in [a[0] for a in ALLOCATORS]:
+            p.error("--extra %s: the name %s is taken" % (extra, name))
+        ALLOCATORS.append((name, os.path.abspath(path), None, os.path.basename(path)))
     names = [a[0] for a in ALLOCATORS]
+    explicit = bool(args.allocators)
     args.allocators = args.allocators.split(",") if args.allocators else list(names)
+    if explicit:   # the extra columns come along with the ones named
+        args.allocators += [e.partition("=")[0] for e in args.extra if e.partition("=")[0] not in args.allocators]
     for a in args.allocators:
         if a not in names:
             p.error("unknown allocator " + a)
