@@ -156,7 +156,7 @@ MI_DECL_WEAK void  _ZdaPvSt11align_val_tRKSt9nothrow_t(void* p, size_t al, MI_NO
 // ---------------------------------------------------------------------------
 // Secure builds (both profiles, glibc): memcpy, memmove and memset check that a
 // write into one of our blocks stays within the size asked for and that the
-// block is live (secure.c: _mi_check_write), then copy with the C library's
+// block is live (secure.c: mi_check_writex), then copy with the C library's
 // own code, reached through its checking entry points (which take the
 // destination's size: here the length itself, so they only copy). Calls the
 // compiler expands inline, and calls a program compiled with
@@ -177,16 +177,31 @@ void _mi_memset(void* p, int c, size_t n) {
   mi_libc_memset_chk(p, c, n, n);
 }
 
+// (the check is silent and inlined; what it finds goes to a cold function
+// that reports and then copies: only tail calls leave the common path)
+static mi_decl_noinline mi_decl_cold void* mi_memcpy_reported(void* dst, const void* src, size_t n) {
+  mi_check_write_report(dst, n, "memcpy");
+  return mi_libc_memcpy_chk(dst, src, n, n);
+}
+static mi_decl_noinline mi_decl_cold void* mi_memmove_reported(void* dst, const void* src, size_t n) {
+  mi_check_write_report(dst, n, "memmove");
+  return mi_libc_memmove_chk(dst, src, n, n);
+}
+static mi_decl_noinline mi_decl_cold void* mi_memset_reported(void* dst, int c, size_t n) {
+  mi_check_write_report(dst, n, "memset");
+  return mi_libc_memset_chk(dst, c, n, n);
+}
+
 __attribute__((visibility("default"), noinline)) void* memcpy(void* dst, const void* src, size_t n) {
-  _mi_check_write(dst, n, "memcpy");
+  if (mi_unlikely(!mi_check_writex(dst, n, NULL, false))) return mi_memcpy_reported(dst, src, n);
   return mi_libc_memcpy_chk(dst, src, n, n);
 }
 __attribute__((visibility("default"), noinline)) void* memmove(void* dst, const void* src, size_t n) {
-  _mi_check_write(dst, n, "memmove");
+  if (mi_unlikely(!mi_check_writex(dst, n, NULL, false))) return mi_memmove_reported(dst, src, n);
   return mi_libc_memmove_chk(dst, src, n, n);
 }
 __attribute__((visibility("default"), noinline)) void* memset(void* dst, int c, size_t n) {
-  _mi_check_write(dst, n, "memset");
+  if (mi_unlikely(!mi_check_writex(dst, n, NULL, false))) return mi_memset_reported(dst, c, n);
   return mi_libc_memset_chk(dst, c, n, n);
 }
 #endif

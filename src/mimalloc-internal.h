@@ -335,7 +335,6 @@ size_t     _mi_usable_size_of(const void* p);
 void*      _mi_new_array_mark(void* p);
 void       _mi_free_delete(void* p, size_t size, bool array) mi_attr_noexcept;
 void       _mi_block_set_size(void* p, size_t newsize);
-void       _mi_check_write(const void* dst, size_t n, const char* fun) mi_attr_noexcept;
 #endif
 // The library's own writes into blocks (fills, zeroing) use the C library's
 // memset: the secure library's exported memset checks that its destination

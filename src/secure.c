@@ -17,7 +17,7 @@
   - on page extend (page.c): mi_page_on_extend (zeroing, trailers, the
     random order);
   - for C++ and the checked memcpy: _mi_new_array_mark, _mi_free_delete,
-    _mi_check_write, and _mi_block_set_size for in-place reallocations.
+    mi_check_writex, and _mi_block_set_size for in-place reallocations.
 
   The trailer itself (the word at the end of every block that holds its
   state) is read and written through mimalloc-internal.h, whose free-list
@@ -789,14 +789,41 @@ void _mi_block_set_size(void* p, size_t newsize) {
 // The checked memcpy, memmove and memset (alloc-override.c)
 // ---------------------------------------------------------------------------
 
+// The index of the block at `ofs` in the block area of a page that is not
+// huge (an offset below 2^32), without a division where the page keeps its
+// block_divisor (2^64 / size, rounded up): the high half of the product is
+// the quotient.
+static inline size_t mi_page_block_index(const mi_page_t* page, uint64_t ofs) {
+  mi_assert_internal(ofs <= UINT32_MAX && page->xblock_size < MI_HUGE_BLOCK_SIZE);
+  #if (MI_PADDING == 0) && defined(__SIZEOF_INT128__)
+  return (size_t)(((unsigned __int128)ofs * (unsigned __int128)page->block_divisor) >> 64);
+  #else
+  return (size_t)(ofs / page->xblock_size);
+  #endif
+}
+
 // The block of ours that holds dst (NULL for none), with its page and size.
-static const uint8_t* mi_block_holding(const void* dst, const mi_page_t** ppage, size_t* pbsize) {
+// (Inlined into memcpy, memmove and memset: no call on the way. `huge`: a
+// huge page's block is looked up too, whose size is a call away; else such
+// a dst gives MI_BLOCK_HUGE.)
+#define MI_BLOCK_HUGE  ((const uint8_t*)1)
+static mi_decl_forceinline const uint8_t* mi_block_holding(const void* dst, bool huge, const mi_page_t** ppage, size_t* pbsize) {
   const mi_segment_t* const segment = _mi_ptr_segment(dst);
-  if ((const void*)segment == dst || !_mi_segment_holds(segment, dst)) return NULL;   // not in a segment of ours
+  if ((const void*)segment == dst || !mi_segment_map_contains(segment) ||
+      (size_t)((const uint8_t*)dst - (const uint8_t*)segment) >= segment->segment_size) return NULL;   // not in a segment of ours
   const mi_page_t* const page = _mi_segment_page_of(segment, dst);
   if (!page->segment_in_use || page->xblock_size == 0 || (const uint8_t*)dst < page->page_start) return NULL;
-  const size_t bsize = mi_page_block_size(page);
-  const size_t idx = (size_t)((const uint8_t*)dst - page->page_start) / bsize;
+  const size_t ofs = (uintptr_t)dst - (uintptr_t)page->page_start;
+  size_t bsize, idx;
+  if (mi_likely(page->xblock_size < MI_HUGE_BLOCK_SIZE)) {
+    bsize = page->xblock_size;
+    idx = mi_page_block_index(page, ofs);
+  }
+  else {
+    if (!huge) return MI_BLOCK_HUGE;
+    bsize = mi_page_block_size(page);
+    idx = ofs / bsize;
+  }
   if (idx >= mi_page_capacity_shared(page)) return NULL;
   *ppage = page;
   *pbsize = bsize;
@@ -807,28 +834,37 @@ static const uint8_t* mi_block_holding(const void* dst, const mi_page_t** ppage,
 // must stay within it: FULL, within the size asked for, and the block must be
 // live (its trailer); ON, which has no trailer, within the block (malloc(64)'s
 // block is 64 bytes: a 65-byte copy is caught, one into malloc(60)'s slack is
-// not). Reports (as a misuse) otherwise; `fun` names the call.
-void _mi_check_write(const void* dst, size_t n, const char* fun) mi_attr_noexcept {
-  if (n == 0) return;
+// not). `report`: say what is wrong (as a misuse), naming the call `fun`;
+// false when something is.
+static mi_decl_forceinline bool mi_check_writex(const void* dst, size_t n, const char* fun, bool report) {
   const mi_page_t* page; size_t bsize;
-  const uint8_t* const block = mi_block_holding(dst, &page, &bsize);
-  if (block == NULL) return;
+  const uint8_t* const block = mi_block_holding(dst, report, &page, &bsize);
+  if (block == NULL) return true;
+  if (block == MI_BLOCK_HUGE) return false;   // (the reporting check looks closer)
   #if (MI_PADDING > 0)
   const size_t usable = bsize - MI_PADDING_SIZE;
-  if (usable < sizeof(mi_block_t)) return;
+  if (usable < sizeof(mi_block_t)) return true;
   const uint64_t state = mi_trailer_state(page, (const mi_block_t*)block, usable);
   if (mi_trailer_state_is_free(page, state)) {
-    _mi_misuse_message(EFAULT, "write after free: %s of %zu bytes at %p, in freed heap block %p\n", fun, n, dst, (const void*)block);
-    return;
+    if (report) _mi_misuse_message(EFAULT, "write after free: %s of %zu bytes at %p, in freed heap block %p\n", fun, n, dst, (const void*)block);
+    return false;
   }
-  if (!mi_trailer_state_is_live(state, usable)) return;   // (a damaged trailer is reported when the block is freed)
+  if (!mi_trailer_state_is_live(state, usable)) return true;   // (a damaged trailer is reported when the block is freed)
   const uint8_t* const limit = block + usable - (size_t)(state >> 32);
   #else
+  (void)page;
   const uint8_t* const limit = block + bsize;
   #endif
-  if ((const uint8_t*)dst + n > limit || (const uint8_t*)dst + n < (const uint8_t*)dst) {
+  if (mi_likely(limit >= (const uint8_t*)dst && (size_t)(limit - (const uint8_t*)dst) >= n)) return true;   // (FULL: dst may be past the size asked for)
+  if (report) {
     _mi_misuse_message(EFAULT, "buffer overflow by %s: %zu bytes at %p run %zu bytes past the end of heap block %p of size %zu\n",
-                      fun, n, dst, (size_t)((const uint8_t*)dst + n - limit), (const void*)block, (size_t)(limit - block));
+                       fun, n, dst, (size_t)((uintptr_t)dst + n - (uintptr_t)limit), (const void*)block, (size_t)(limit - block));
   }
+  return false;
+}
+
+// The report, when the silent check found something (cold).
+static mi_decl_noinline mi_decl_cold void mi_check_write_report(const void* dst, size_t n, const char* fun) {
+  mi_check_writex(dst, n, fun, true);
 }
 #endif
