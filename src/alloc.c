@@ -98,11 +98,10 @@ mi_decl_restrict void* mi_malloc_small(size_t size) mi_attr_noexcept {
 // of the size's queue, when its free list has a block or can be refilled
 // (_mi_page_refill), as the direct array serves smaller ones (the generic
 // path leaves the page it allocates from at the front: the pages before it
-// go to the full queue); else the generic path. Not in builds with a random extension order, whose generic path
-// decides between fresh and freed blocks by a coin. docs/design.md, "Fast
-// paths".
+// go to the full queue); else the generic path. (Builds with a random
+// extension order toss their coin between fresh and freed blocks at each
+// refill, as for the smaller sizes.) docs/design.md, "Fast paths".
 static mi_decl_noinline void* mi_heap_malloc_queued(mi_heap_t* heap, size_t size) {
-  #if !MI_SECURE_RANDOM_EXTEND
   if (mi_likely(size <= MI_MEDIUM_OBJ_SIZE_MAX - MI_PADDING_SIZE)) {
     const size_t bsize = size + MI_PADDING_SIZE;
     mi_page_t* const page = heap->pages[_mi_bin(bsize)].first;   // (NULL in the empty heap of a new thread)
@@ -110,7 +109,6 @@ static mi_decl_noinline void* mi_heap_malloc_queued(mi_heap_t* heap, size_t size
       return _mi_page_malloc_any(heap, page, bsize);
     }
   }
-  #endif
   return _mi_malloc_generic(heap, (size <= PTRDIFF_MAX ? size + MI_PADDING_SIZE : size));
 }
 

@@ -39,26 +39,19 @@ const mi_page_t _mi_page_empty = { 0 };
 #define MI_RANDOM_EMPTY  { { 0, 0, 0, 0 } }
 #endif
 
-const mi_heap_t _mi_heap_empty = {
-  NULL,                       // tld
-  MI_PROF_UNARMED,            // prof_countdown
-  MI_RECYCLES,                // recycle_countdown
-  #if defined(MI_ZERO_ON_FREE)
-  0,                          // zero_check_countdown
-  #endif
-  MI_SMALL_PAGES_EMPTY,       // pages_free_direct
-  MI_PAGE_QUEUES_EMPTY,       // pages
-  NULL,                       // thread_delayed_free
-  0,                          // thread_id
-  0,                          // cookie
-  { 0, 0 },                   // keys
-  MI_RANDOM_EMPTY,            // random
-  0,                          // page_count
-  MI_BIN_FULL, 0, 0,          // page_retired_min/max/size
-  0,                          // retire_clock
-  NULL,                       // next
-  false                       // no_reclaim
-};
+// An empty heap: no pages, the empty page in every direct entry, not
+// initialised (cookie 0); what is not named is zero.
+#define MI_HEAP_EMPTY(tld_) { \
+  .tld = (tld_), \
+  .prof_countdown = MI_PROF_UNARMED, \
+  .recycle_countdown = MI_RECYCLES, \
+  .pages_free_direct = MI_SMALL_PAGES_EMPTY, \
+  .pages = MI_PAGE_QUEUES_EMPTY, \
+  .random = MI_RANDOM_EMPTY, \
+  .page_retired_min = MI_BIN_FULL, \
+}
+
+const mi_heap_t _mi_heap_empty = MI_HEAP_EMPTY(NULL);
 
 // The thread's default heap; starts as the empty heap (initial-exec TLS model).
 mi_decl_thread mi_heap_t* _mi_heap_default = (mi_heap_t*)&_mi_heap_empty;
@@ -69,26 +62,7 @@ mi_decl_thread mi_heap_t* _mi_heap_default = (mi_heap_t*)&_mi_heap_empty;
 
 static mi_tld_t tld_main;
 
-mi_heap_t _mi_heap_main = {
-  &tld_main,
-  MI_PROF_UNARMED,
-  MI_RECYCLES,
-  #if defined(MI_ZERO_ON_FREE)
-  0,
-  #endif
-  MI_SMALL_PAGES_EMPTY,
-  MI_PAGE_QUEUES_EMPTY,
-  NULL,
-  0,                          // thread_id: set at init
-  0,                          // cookie: set at init
-  { 0, 0 },
-  MI_RANDOM_EMPTY,
-  0,
-  MI_BIN_FULL, 0, 0,
-  0,
-  NULL,
-  false
-};
+mi_heap_t _mi_heap_main = MI_HEAP_EMPTY(&tld_main);   // (thread_id, cookie and keys: set at init)
 
 static mi_tld_t tld_main = {
   .heap_backing = &_mi_heap_main,

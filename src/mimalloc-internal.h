@@ -185,6 +185,9 @@ void       _mi_chacha20_block(const uint32_t input[16], uint32_t output[16]);
 void       _mi_random_split(mi_random_ctx_t* ctx, mi_random_ctx_t* new_ctx);
 uintptr_t  _mi_random_next(mi_random_ctx_t* ctx);
 uintptr_t  _mi_heap_random_next(mi_heap_t* heap);
+#if MI_SECURE_RANDOM_EXTEND
+bool       _mi_heap_random_coin(mi_heap_t* heap);
+#endif
 uintptr_t  _mi_os_random_weak(uintptr_t extra_seed);
 
 // os.c
@@ -292,6 +295,9 @@ bool       _mi_page_queue_is_full(const mi_page_queue_t* pq);
 void*      _mi_malloc_generic(mi_heap_t* heap, size_t size) mi_attr_noexcept;
 void       _mi_page_extend_free(mi_page_t* page);
 void       _mi_page_unretire(mi_heap_t* heap, mi_page_t* page);
+#if MI_SECURE_RANDOM
+bool       _mi_page_refill_random(mi_heap_t* heap, mi_page_t* page);
+#endif
 
 // The blocks the owner freed become the allocation list (the list is empty).
 static inline void _mi_page_take_local_free(mi_page_t* page) {
@@ -735,13 +741,16 @@ static inline bool mi_page_has_thread_free(const mi_page_t* page) {
 // blocks at a time (4 of 1 KiB, 1 of 4 KiB), so a program that frees and
 // allocates such blocks ran out every few allocations. A retired page comes
 // out of its heap's retired pages, as on the generic path (refilled without
-// that, `glibc-thread 2` peaked at 8.9 MiB instead of 7.0). Not in builds
-// with a random free order: there the next block must not predictably be the
-// one freed last. Returns whether it did. docs/design.md, "Fast paths".
+// that, `glibc-thread 2` peaked at 8.9 MiB instead of 7.0). Builds with a
+// random free order refill as their generic path does (page.c,
+// _mi_page_refill_random). Returns whether it did. docs/design.md, "Fast
+// paths".
 static inline bool _mi_page_refill(mi_heap_t* heap, mi_page_t* page) {
-  #if !MI_SECURE_RANDOM
   if (page->free != NULL) return false;
   if (mi_unlikely(page->retire_expire != 0)) _mi_page_unretire(heap, page);   // (in use again)
+  #if MI_SECURE_RANDOM
+  return _mi_page_refill_random(heap, page);
+  #else
   if (page->local_free != NULL) {   // (never the constant empty page: its lists are empty and it has no room)
     if (--heap->recycle_countdown <= 0) return false;
     _mi_page_take_local_free(page);
@@ -752,10 +761,8 @@ static inline bool _mi_page_refill(mi_heap_t* heap, mi_page_t* page) {
     _mi_page_extend_free(page);
     return true;
   }
-  #else
-  (void)heap; (void)page;
-  #endif
   return false;
+  #endif
 }
 
 // Used only in assertions: a page may change heap only while no remote

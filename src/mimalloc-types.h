@@ -88,8 +88,9 @@
 
 // MI_SECURE_RANDOM_EXTEND: when a page has both freed blocks and room to
 // grow, a coin decides whether it grows first: whether the next block is a
-// recycled one cannot be predicted. Cost: a random draw per page search,
-// pages grown to their full size sooner.
+// recycled one cannot be predicted. Cost: a random bit per refill of a
+// page's free list (63 of them per draw of the generator), pages grown to
+// their full size sooner.
 #if !defined(MI_SECURE_RANDOM_EXTEND)
   #define MI_SECURE_RANDOM_EXTEND  MI_SECURE_RANDOM
 #endif
@@ -615,6 +616,9 @@ struct mi_heap_s {
   uintptr_t        cookie;                              // random, odd
   uintptr_t        keys[2];                             // for encoding the delayed list
   mi_random_ctx_t  random;
+  #if MI_SECURE_RANDOM_EXTEND
+  uint64_t         coins;                               // random bits for _mi_heap_random_coin, above a marker bit (0: none left)
+  #endif
   size_t           page_count;                          // pages in all queues
   size_t           page_retired_min;                    // bins that may hold a retired page
   size_t           page_retired_max;

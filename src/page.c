@@ -188,6 +188,22 @@ static void mi_page_thread_free_collect(mi_page_t* page, bool force) {
   page->used -= (uint32_t)n;
 }
 
+#if MI_SECURE_RANDOM
+// Secure builds never hand out the block freed last as the next one: before
+// the page's local_free becomes its allocation list, its first two blocks
+// change places. False for a lone freed block (it waits while the page can
+// still be extended).
+static bool mi_page_local_free_reorder(mi_page_t* page) {
+  mi_block_t* const first = page->local_free;
+  mi_block_t* const second = mi_block_next(page, first);
+  if (second == NULL) return false;
+  mi_block_set_next(page, first, mi_block_next(page, second));
+  mi_block_set_next(page, second, first);
+  page->local_free = second;
+  return true;
+}
+#endif
+
 void _mi_page_free_collect(mi_page_t* page, bool force) {
   mi_assert_internal(page != NULL);
   if (force || mi_page_has_thread_free(page)) {
@@ -195,20 +211,8 @@ void _mi_page_free_collect(mi_page_t* page, bool force) {
   }
   if (page->local_free != NULL) {
     #if MI_SECURE_RANDOM
-    if (page->free == NULL && !force) {
-      // secure builds never hand out the block freed last as the next one:
-      // the first two change places, and a lone freed block waits while the
-      // page can still be extended
-      mi_block_t* const first = page->local_free;
-      mi_block_t* const second = mi_block_next(page, first);
-      if (second != NULL) {
-        mi_block_set_next(page, first, mi_block_next(page, second));
-        mi_block_set_next(page, second, first);
-        page->local_free = second;
-      }
-      else if (page->capacity < page->reserved) {
-        return;
-      }
+    if (page->free == NULL && !force && !mi_page_local_free_reorder(page) && page->capacity < page->reserved) {
+      return;
     }
     #endif
     if (mi_likely(page->free == NULL)) {
@@ -638,6 +642,34 @@ static mi_page_t* mi_page_queue_find_free_ex(mi_heap_t* heap, mi_page_queue_t* p
   return page;
 }
 
+#if MI_SECURE_RANDOM
+// _mi_page_refill in builds with a random free order: a page whose free list
+// ran out is refilled as the generic path refills its queue's first page
+// (mi_find_free_page: the coin for fresh blocks first, then the freed blocks
+// with the last one not first, then fresh ones), without the generic path's
+// housekeeping; not when other threads freed blocks into it or into the
+// heap's full pages (the generic path collects those first).
+bool _mi_page_refill_random(mi_heap_t* heap, mi_page_t* page) {
+  mi_assert_internal(page->free == NULL);
+  const bool room = (page->capacity < page->reserved);
+  if ((!room && page->local_free == NULL) || mi_page_has_thread_free(page) ||   // (the empty page: neither)
+      mi_atomic_load_relaxed(&heap->thread_delayed_free) != NULL) return false;
+  if (--heap->recycle_countdown <= 0) return false;
+  #if MI_SECURE_RANDOM_EXTEND
+  if (room && _mi_heap_random_coin(heap)) {
+    _mi_page_extend_free(page);
+    return true;
+  }
+  #endif
+  if (page->local_free != NULL && (mi_page_local_free_reorder(page) || !room)) {
+    _mi_page_take_local_free(page);
+    return true;
+  }
+  _mi_page_extend_free(page);   // (a lone freed block waits)
+  return true;
+}
+#endif
+
 // The page to allocate `size` bytes from: the queue's first page if it has
 // (or collects) free blocks, else the result of a search.
 static mi_page_t* mi_find_free_page(mi_heap_t* heap, size_t size) {
@@ -647,7 +679,7 @@ static mi_page_t* mi_find_free_page(mi_heap_t* heap, size_t size) {
     #if MI_SECURE_RANDOM_EXTEND
     // a coin decides whether fresh blocks come before freed ones: the next
     // block cannot be predicted to be a recycled one
-    if (page->capacity < page->reserved && (_mi_heap_random_next(heap) & 1) != 0) {
+    if (page->capacity < page->reserved && _mi_heap_random_coin(heap)) {
       _mi_page_extend_free(page);
     }
     #endif

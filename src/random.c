@@ -147,3 +147,14 @@ void _mi_random_split(mi_random_ctx_t* ctx, mi_random_ctx_t* new_ctx) {
 uintptr_t _mi_heap_random_next(mi_heap_t* heap) {
   return _mi_random_next(&heap->random);
 }
+
+#if MI_SECURE_RANDOM_EXTEND
+// A coin: one random bit, 63 of them from each draw of the generator (the
+// bits wait above a marker bit, which the last shift leaves alone).
+bool _mi_heap_random_coin(mi_heap_t* heap) {
+  if (heap->coins <= 1) heap->coins = (uint64_t)_mi_heap_random_next(heap) | ((uint64_t)1 << 63);
+  const bool coin = ((heap->coins & 1) != 0);
+  heap->coins >>= 1;
+  return coin;
+}
+#endif
