@@ -8,13 +8,12 @@
   empty. Included by static.c after alloc-override.c, in overriding builds
   on glibc (the preloaded library, the object file, the static library).
 
-  The figures come from the layers that own them: segment.c walks the page
-  descriptors of every segment (not the blocks: O(pages), see "Usage
-  figures" there) and reads the huge blocks' bytes from the statistics;
-  region.c adds the freed blocks that are still resident; the trim is
-  mi_collect(true), which reaches the free pages of every thread (segment.c,
-  "Trim"). Only the glibc names and their mapping live here; the README has
-  the table of what each does.
+  The figures come from the layers that own them: segment-walk.c walks the
+  page descriptors of every segment (not the blocks: O(pages)) and reads the
+  huge blocks' bytes from the statistics; region.c adds the freed blocks
+  that are still resident; the trim is mi_collect(true), which reaches the
+  free pages of every thread (segment-walk.c). Only the glibc names and
+  their mapping live here; the README has the table of what each does.
 
   mallinfo2 fields, as glibc splits them (arena is small-object memory,
   hblkhd the huge blocks; in use = uordblks + hblkhd, arena = uordblks +
@@ -104,7 +103,7 @@ MI_GLIBC_EXPORT struct mallinfo mallinfo(void) {
 
 // ---------------------------------------------------------------------------
 // malloc_trim: mi_collect(true) from this thread, which purges the free pages
-// of every thread (segment.c, "Trim"), freed segments, pending huge purges,
+// of every thread (segment-walk.c), freed segments, pending huge purges,
 // and unmaps regions nothing uses. `pad`: glibc keeps that much at the top of
 // its main heap and gives back every other free page whatever it says; we
 // have no top, so everything free goes back. 1 if memory went back to the OS

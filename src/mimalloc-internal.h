@@ -75,7 +75,7 @@
 #endif
 
 // A function whose reads of other threads' plain fields are benign races on
-// purpose: ThreadSanitizer does not instrument it (segment.c, usage figures).
+// purpose: ThreadSanitizer does not instrument it (segment-walk.c, usage figures).
 #if defined(MI_TSAN)
 #define mi_decl_no_tsan    __attribute__((no_sanitize("thread")))
 #else
@@ -242,6 +242,9 @@ bool       _mi_segment_map_contains(const void* segment);
 void       _mi_segment_map_visit(void (*fn)(mi_segment_t* segment, void* arg), void* arg);        // (nothing may free segments meanwhile)
 void       _mi_segment_map_visit_held(void (*fn)(mi_segment_t* segment, void* arg), void* arg);   // while other threads run: each segment held during its call
 void       _mi_segment_map_fork_child(void);
+mi_page_t* _mi_ptr_page_of(const void* p);
+mi_page_t* _mi_ptr_page(const void* p, mi_segment_t** psegment);
+mi_segment_t* _mi_segment_of_unit_aligned(const void* p);
 
 // segment.c
 #define _mi_segments_tld_stats(tld)  (((mi_tld_t*)((uint8_t*)(tld) - offsetof(mi_tld_t, segments)))->stats)
@@ -256,7 +259,6 @@ int64_t    _mi_segments_purge_next(void);    // when the next of them is due (0:
 void       _mi_abandoned_reclaim_all(mi_heap_t* heap, mi_segments_tld_t* tld);
 void       _mi_segments_collect(bool force, mi_segments_tld_t* tld);
 size_t     _mi_segment_big_aligned_ofs(size_t align_offset);   // 0: no place for such a pointer
-mi_segment_t* _mi_segment_of_unit_aligned(const void* p);
 void       _mi_segment_huge_page_free(mi_segment_t* segment, mi_page_t* page, mi_block_t* block);
 void       _mi_segment_huge_page_purge(mi_segment_t* segment, mi_page_t* page, mi_block_t* block);
 uintptr_t  _mi_segment_await_abandon(const mi_segment_t* segment, uintptr_t owner, bool* gave_up);
@@ -270,9 +272,11 @@ void       _mi_regions_fork_child(void);
 bool       _mi_region_resident_free_above(size_t size);
 void       _mi_segment_set_owner(mi_segment_t* segment, uintptr_t owner);
 void       _mi_segments_set_owner(mi_segments_tld_t* tld, uintptr_t owner);   // the segments the thread keeps outside its heaps' pages
+void       _mi_segment_huge_release_at(size_t min_size);   // huge blocks of at least this size go back at once when freed
+
+// segment-walk.c
 size_t     _mi_segments_trim(void);          // purge the free pages of every thread's segments: the bytes purged
 void       _mi_segments_usage(mi_usage_t* usage);   // the mallinfo figures
-void       _mi_segment_huge_release_at(size_t min_size);   // huge blocks of at least this size go back at once when freed
 
 // purge-thread.c
 extern _Atomic(uintptr_t) _mi_purger_state;
@@ -334,8 +338,6 @@ void       _mi_realloc_move(void* newp, void* p, size_t size, size_t newsize, bo
 void       _mi_block_zero_init(const mi_page_t* page, void* p, size_t size);
 mi_block_t* _mi_page_ptr_unalign(const mi_segment_t* segment, const mi_page_t* page, const void* p);
 bool       _mi_free_delayed_block(mi_block_t* block);
-mi_page_t* _mi_ptr_page_of(const void* p);
-mi_page_t* _mi_ptr_page(const void* p, mi_segment_t** psegment);
 size_t     _mi_usable_size_of(const void* p);
 #if (MI_PADDING > 0)
 void*      _mi_new_array_mark(void* p);

@@ -514,7 +514,7 @@ typedef struct mi_memid_s {
 // free_mask has bit i iff !pages[i].segment_in_use.
 // The header is only touched by the owner, except thread_id (atomic, CAS by
 // reclaimers), the fields read-only after creation (kind, shift, sizes, memid),
-// and the page-level state a trimmer may purge (segment.c, "Trim"): free_mask,
+// and the page-level state a trimmer may purge (segment-walk.c, the trim): free_mask,
 // the committed and purged bits of free pages, and trim_purged are read and
 // written only while holding trim_lock (the owner takes it around claims,
 // clears and purges of pages; any thread's trim around its purge).
@@ -558,7 +558,7 @@ typedef struct mi_segment_s {
   mi_page_t  pages[1];          // `capacity` descriptors (the first one inline)
 } mi_segment_t;
 
-// The process's memory as glibc's mallinfo tells it (segment.c,
+// The process's memory as glibc's mallinfo tells it (segment-walk.c,
 // _mi_segments_usage; alloc-glibc.c maps it to the struct). Bytes.
 typedef struct mi_usage_s {
   size_t arena;        // small-object memory: segments of small, medium and large pages, and freed region blocks still resident

@@ -35,6 +35,10 @@
   on. It costs a segment free one fence and one load, and nothing else. (A
   region-level guard was rejected: it would not cover the segments mapped
   straight from the OS, and it needs a lock that frees of regions take.)
+
+  The pointer lookups (from a block pointer to its segment and page, the
+  big-alignment blocks that start exactly at a unit included, and
+  mi_is_in_heap_region) are here too: they are what the map is for.
 -----------------------------------------------------------------------------*/
 #include "mimalloc-internal.h"
 
@@ -147,4 +151,48 @@ void _mi_segment_map_visit_held(void (*fn)(mi_segment_t* segment, void* arg), vo
   mi_segment_map_visit_all(fn, arg, true);
   mi_atomic_store_release(&mi_segment_map_held, 0);
   mi_atomic_store_release(&mi_segment_map_visiting, 0);
+}
+
+// ---------------------------------------------------------------------------
+// Pointer lookups: from a pointer to its segment and page
+// ---------------------------------------------------------------------------
+
+// The segment and page of any block pointer we handed out (including the
+// unit-aligned big-alignment ones); NULL for NULL.
+mi_page_t* _mi_ptr_page(const void* p, mi_segment_t** psegment) {
+  mi_segment_t* segment = _mi_ptr_segment(p);
+  if (mi_unlikely((const void*)segment == p)) {
+    segment = _mi_segment_of_unit_aligned(p);
+    if (psegment != NULL) *psegment = segment;
+    return (segment == NULL ? NULL : &segment->pages[0]);
+  }
+  if (psegment != NULL) *psegment = segment;
+  return _mi_segment_page_of(segment, p);
+}
+
+mi_page_t* _mi_ptr_page_of(const void* p) {
+  return _mi_ptr_page(p, NULL);
+}
+
+// The segment of a block whose address is exactly segment-unit aligned: only
+// big-alignment blocks (one unit after their segment's start). NULL otherwise.
+mi_segment_t* _mi_segment_of_unit_aligned(const void* p) {
+  if (p == NULL) return NULL;
+  mi_segment_t* segment = (mi_segment_t*)((uintptr_t)p - MI_SEGMENT_SIZE);
+  if (!_mi_segment_map_contains(segment)) return NULL;
+  if (segment->aligned_block != (uint8_t*)p) return NULL;
+  return segment;
+}
+
+// Is p inside one of our segments? Constant time through the segment map; a
+// pointer beyond the first 4 MiB of a huge block is not recognised, nor one
+// in the unused rest of a lean segment's unit.
+bool mi_is_in_heap_region(const void* p) mi_attr_noexcept {
+  if (p == NULL) return false;
+  #if defined(MI_ZERO_AREA)
+  if (_mi_zero_area_contains(p)) return true;   // malloc(0) in secure builds
+  #endif
+  mi_segment_t* segment = _mi_ptr_segment(p);
+  if ((const void*)segment == p) return (_mi_segment_of_unit_aligned(p) != NULL);
+  return _mi_segment_holds(segment, p);
 }

@@ -47,11 +47,11 @@
   allocator again included. The owner's claims, clears and purges of pages
   take the segment's trim lock (once per page, never on the malloc/free fast
   paths), and the trim purges a segment's free pages while it holds that
-  lock; see "The trim lock" and "Trim" below, and docs/design.md. The
-  mallinfo figures walk the page descriptors of every segment the same way
-  ("Usage figures").
+  lock; see "The trim lock" below, segment-walk.c (the trim itself) and
+  docs/design.md. The mallinfo figures walk the page descriptors of every
+  segment the same way (segment-walk.c).
 -----------------------------------------------------------------------------*/
-#include "mimalloc-internal.h"
+#include "segment-internal.h"
 #include "prim/prim.h"
 
 // ---------------------------------------------------------------------------
@@ -172,16 +172,6 @@ static size_t mi_segment_page_size(const mi_segment_t* segment) {
 // ones together, trimmed, committed when claimed. See docs/design.md,
 // "Large blocks".
 // ---------------------------------------------------------------------------
-
-static bool mi_page_is_continuation(const mi_page_t* page) {
-  return ((mi_page_flags(page) & MI_PAGE_CONTINUATION) != 0);
-}
-
-// A page in use (not a continuation of one): what the loops over a segment's
-// pages in use look at.
-static bool mi_page_is_used_page(const mi_page_t* page) {
-  return (page->segment_in_use && !mi_page_is_continuation(page));
-}
 
 // The area of a page of slices for blocks of `block_size`: one large block,
 // or `blocks` medium ones (and more where the last slice has room for them).
@@ -476,7 +466,7 @@ static void mi_segments_track_size(int64_t segment_size, mi_segments_tld_t* tld)
 // ---------------------------------------------------------------------------
 // The trim lock
 //
-// A trim (mi_segments_trim, below) purges the free pages of segments that
+// A trim (_mi_segments_trim, segment-walk.c) purges the free pages of segments that
 // other threads own. The owner's lists are lock-free, but which pages of a
 // segment are free, and whether a free page is committed and purged, change
 // only when a page is claimed, cleared or purged: once per page, never on the
@@ -552,17 +542,13 @@ static bool mi_page_is_purgeable(const mi_segment_t* segment, const mi_page_t* p
   return (!segment->mem_is_pinned && page->is_committed && !page->is_purged);
 }
 
-static uint64_t mi_segment_page_bit(const mi_page_t* page) {
-  return ((uint64_t)1 << page->segment_idx);
-}
-
 // The memory of `n` adjacent pages from `first`: from the first one's block
 // area to the end of the last one's (not its guard; guards inside the run stay
 // no-access under a purge or a decommit of the range). A slice whose guard
 // place holds no guard (lifted when a run took the slice in) has that OS page
 // in the range too: a block may have written it, and the slice counts as
 // zero once purged.
-static size_t mi_segment_pages_range(const mi_segment_t* segment, size_t first, size_t n, uint8_t** start) {
+size_t _mi_segment_pages_range(const mi_segment_t* segment, size_t first, size_t n, uint8_t** start) {
   *start = _mi_segment_page_start(segment, &segment->pages[first], 0, NULL, NULL);
   size_t last_size;
   uint8_t* last = _mi_segment_page_start(segment, &segment->pages[first + n - 1], 0, &last_size, NULL);
@@ -592,7 +578,7 @@ static void mi_segment_purge_pages(mi_segment_t* segment, uint64_t mask) {
     size_t n = mi_bit_run(mask, &first);
     const uint64_t run = mi_bit_mask(n, first);
     uint8_t* start;
-    const size_t size = mi_segment_pages_range(segment, first, n, &start);
+    const size_t size = _mi_segment_pages_range(segment, first, n, &start);
     uint8_t* const end = start + size;
     bool ok;
     if (decommit) {
@@ -2151,6 +2137,16 @@ void _mi_segments_fork_parent(void) {
   mi_tls(mi_shared_forking) = false;
 }
 
+// In the child: the lock is free (the forking thread took it, or held it in
+// a signal handler), nobody sleeps on it (the child has none of the parent's
+// other threads); then the owners of the segments (segment-walk.c).
+void _mi_segments_fork_child(void) {
+  mi_atomic_store_release(&mi_shared_lock, 0);
+  mi_atomic_store_relaxed(&mi_shared_sleepers, 0);
+  mi_tls(mi_shared_forking) = false;
+  _mi_segments_fork_child_owners();
+}
+
 // ---------------------------------------------------------------------------
 // Page allocation
 // ---------------------------------------------------------------------------
@@ -2400,239 +2396,6 @@ size_t _mi_segment_big_aligned_ofs(size_t align_offset) {
   if (_mi_align_down(ptr_ofs, MI_MAX_ALIGN_SIZE) < info_size) return 0;
   return ptr_ofs;
 }
-
-// The segment and page of any block pointer we handed out (including the
-// unit-aligned big-alignment ones); NULL for NULL.
-mi_page_t* _mi_ptr_page(const void* p, mi_segment_t** psegment) {
-  mi_segment_t* segment = _mi_ptr_segment(p);
-  if (mi_unlikely((const void*)segment == p)) {
-    segment = _mi_segment_of_unit_aligned(p);
-    if (psegment != NULL) *psegment = segment;
-    return (segment == NULL ? NULL : &segment->pages[0]);
-  }
-  if (psegment != NULL) *psegment = segment;
-  return _mi_segment_page_of(segment, p);
-}
-
-mi_page_t* _mi_ptr_page_of(const void* p) {
-  return _mi_ptr_page(p, NULL);
-}
-
-// The segment of a block whose address is exactly segment-unit aligned: only
-// big-alignment blocks (one unit after their segment's start). NULL otherwise.
-mi_segment_t* _mi_segment_of_unit_aligned(const void* p) {
-  if (p == NULL) return NULL;
-  mi_segment_t* segment = (mi_segment_t*)((uintptr_t)p - MI_SEGMENT_SIZE);
-  if (!_mi_segment_map_contains(segment)) return NULL;
-  if (segment->aligned_block != (uint8_t*)p) return NULL;
-  return segment;
-}
-
-// ---------------------------------------------------------------------------
-// Trim: the free pages of every thread's segments go back now
-//
-// malloc_trim and mi_collect(true), from any thread. The thread's own pending
-// purges and the process-wide ones (regions, the abandoned sweep, huge
-// blocks) are forced by the collect; this reaches what they cannot: the free
-// pages inside the live segments of other threads, which wait on their
-// owner's purge list for a delay that only the owner's next allocator call
-// runs out (a thread blocked in a read may never make one), free pages that
-// are on no list at all (the option page_reset off, pages of reused memory a
-// new segment never claimed), and the segments other threads keep in their
-// segment caches. Each segment (small and large ones: huge segments
-// have no free page while they live) is held through the segment
-// map, so that it is not freed meanwhile, and its trim lock is taken unless
-// its owner holds it for a while (then the segment is skipped: best effort);
-// its free pages that hold memory are purged, one system call per run of
-// adjacent pages. Retired pages (empty pages a heap keeps for a few slow-path
-// events, at most MI_RETIRE_MAX_SIZE per heap) are in use and stay; their
-// free lists live in their memory. A housekeeping section (init.c): a fork
-// waits for it, so no child has a lock held by a thread it does not have.
-// ---------------------------------------------------------------------------
-
-#define MI_TRIM_LOCK_TRIES  (64)   // a lock its owner holds is tried this often, then the segment is skipped
-
-typedef struct mi_trim_s {
-  uintptr_t id;       // the trim's lock id: the thread id + 2, never a thread id
-  size_t    purged;   // bytes purged
-  size_t    skipped;  // segments whose owner held the lock
-} mi_trim_t;
-
-static bool mi_segment_trim_try_lock(mi_segment_t* segment, uintptr_t id) {
-  for (size_t i = 0; i < MI_TRIM_LOCK_TRIES; i++) {
-    uintptr_t expected = 0;
-    if (mi_atomic_cas_strong_acq_rel(&segment->trim_lock, &expected, id)) return true;
-    mi_atomic_yield();
-  }
-  return false;
-}
-
-// A held segment: purge its free pages that hold memory (committed, not
-// purged, and used since their memory was fresh).
-static void mi_segment_trim_visit(mi_segment_t* segment, void* arg) {
-  mi_trim_t* const trim = (mi_trim_t*)arg;
-  // (the kind and the layout do not change while the segment lives)
-  if (segment->page_kind == MI_PAGE_HUGE || segment->mem_is_pinned) return;
-  if (mi_atomic_load_relaxed(&segment->thread_id) == MI_THREAD_ID_VANISHED) return;   // (forked child: never touched)
-  if (!mi_segment_trim_try_lock(segment, trim->id)) {
-    trim->skipped++;
-    return;
-  }
-  mi_assert_internal(mi_segment_is_valid_cookie(segment));
-  uint64_t resident = 0;
-  for (uint64_t m = segment->free_mask & ~segment->trim_purged; m != 0; m &= m - 1) {
-    const mi_page_t* page = &segment->pages[mi_ctz(m)];
-    if (page->is_committed && !page->is_purged && !page->is_zero_init) resident |= mi_segment_page_bit(page);
-  }
-  while (resident != 0) {
-    size_t first;
-    const size_t n = mi_bit_run(resident, &first);
-    uint8_t* start;
-    const size_t size = mi_segment_pages_range(segment, first, n, &start);
-    if (_mi_os_purge(start, size)) {   // (counted in the `reset` row, as the owner's purges)
-      segment->trim_purged |= mi_bit_mask(n, first);
-      trim->purged += _mi_os_inward_size(start, size);
-    }
-    resident &= ~mi_bit_mask(n, first);
-  }
-  mi_atomic_store_release(&segment->trim_lock, 0);
-}
-
-// Purge the free pages of every thread's segments; returns the bytes purged.
-size_t _mi_segments_trim(void) {
-  if (!_mi_housekeeping_enter()) return 0;   // a fork is under way: nothing now
-  mi_trim_t trim = { _mi_thread_id() + 2, 0, 0 };
-  mi_prim_sigmask_t saved;
-  _mi_prim_thread_signals_block(&saved);   // (no handler of ours may need a lock we hold)
-  _mi_segment_map_visit_held(&mi_segment_trim_visit, &trim);
-  _mi_prim_thread_signals_restore(&saved);
-  _mi_housekeeping_leave();
-  return trim.purged;
-}
-
-// ---------------------------------------------------------------------------
-// Usage figures (mallinfo: alloc-glibc.c)
-//
-// A walk of the page descriptors, not of blocks: O(pages), a few loads per
-// page (64 per 4 MiB segment of small blocks), every segment held through the
-// segment map while it is read. The counts it reads (a page's used blocks,
-// the free state of its pages) are the owners' plain fields, which they
-// update on every malloc and free without synchronisation: a count read while
-// it changes is off by what changes, so the figures are a moment's
-// approximation. The walk is built without ThreadSanitizer's instrumentation
-// (mi_decl_no_tsan): making the counts atomic would cost the fast paths, and
-// the walk only reads them (the remote-free count is read atomically).
-// ---------------------------------------------------------------------------
-
-static mi_decl_no_tsan void mi_segment_usage_visit(mi_segment_t* segment, void* arg) {
-  mi_usage_t* const usage = (mi_usage_t*)arg;
-  if (segment->page_kind == MI_PAGE_HUGE) {   // (bytes: the `huge` and `giant` statistics rows)
-    usage->huge_count++;
-    return;
-  }
-  usage->arena += segment->segment_size;
-  const uint64_t trim_purged = segment->trim_purged;
-  for (size_t i = 0; i < segment->capacity; i++) {
-    const mi_page_t* page = &segment->pages[i];
-    if (!page->segment_in_use) {
-      usage->free_chunks++;
-      if (!segment->mem_is_pinned && page->is_committed && !page->is_purged && !page->is_zero_init && ((trim_purged >> i) & 1) == 0) {
-        size_t psize;
-        _mi_segment_page_start(segment, page, 0, &psize, NULL);
-        usage->releasable += psize;
-      }
-      continue;
-    }
-    // (under ThreadSanitizer the atomic fields are read plainly: an atomic
-    // read would still be instrumented, and it races with the owner's memset
-    // of a descriptor it clears, a plain write)
-    #if defined(MI_TSAN)
-    const uint8_t flags = *(const volatile uint8_t*)&page->xflags;
-    #else
-    const uint8_t flags = mi_page_flags(page);
-    #endif
-    if ((flags & MI_PAGE_CONTINUATION) != 0) continue;
-    const size_t bsize = page->xblock_size;
-    const size_t reserved = page->reserved;
-    size_t live = page->used;
-    #if MI_TF_COUNTED
-    #if defined(MI_TSAN)
-    const uintptr_t tf = *(const volatile uintptr_t*)&page->xthread_free;
-    #else
-    const uintptr_t tf = mi_atomic_load_relaxed(&((mi_page_t*)page)->xthread_free);
-    #endif
-    const size_t remote = (size_t)(tf >> MI_TF_COUNT_SHIFT);
-    live = (live > remote ? live - remote : 0);   // freed by other threads, not collected yet
-    #endif
-    if (live > reserved) live = reserved;          // (read while it changed)
-    if (bsize < MI_HUGE_BLOCK_SIZE) usage->in_use += live * bsize;
-    if (live < reserved) usage->free_chunks++;
-  }
-}
-
-// The figures of the whole process: the walk, the regions' freed blocks that
-// are still resident, and the huge blocks' bytes from the statistics.
-void _mi_segments_usage(mi_usage_t* usage) {
-  memset(usage, 0, sizeof(*usage));
-  mi_prim_sigmask_t saved;
-  _mi_prim_thread_signals_block(&saved);   // (a handler that freed a held segment would wait for itself)
-  _mi_segment_map_visit_held(&mi_segment_usage_visit, usage);   // (no housekeeping section: it takes no lock, and a forked child lets go of what it held)
-  _mi_prim_thread_signals_restore(&saved);
-  size_t region_free = 0, region_releasable = 0;
-  _mi_regions_usage(&region_free, &region_releasable);
-  usage->arena += region_free;
-  usage->releasable += region_releasable;
-  const int64_t huge = mi_atomic_load_relaxed(&_mi_stats_main.huge.current) + mi_atomic_load_relaxed(&_mi_stats_main.giant.current);
-  usage->huge = (huge > 0 ? (size_t)huge : 0);
-}
-
-// ---------------------------------------------------------------------------
-// After fork: only the forking thread exists in the child
-// ---------------------------------------------------------------------------
-
-// Every segment is visited (through the segment map: those in regions, huge
-// ones and those mapped straight from the OS alike). A segment of a thread
-// that does not exist in the child may be half-way through an update (that
-// thread was running when fork() copied memory), so the child must never
-// reuse it: it gets an owner id no thread can have, so a new thread that
-// inherits the vanished thread's stack (and so its thread id) cannot mistake
-// it for its own, and nobody reclaims it. Frees into it are remote frees that
-// are never collected: the child leaks that memory, which 1.6 did too.
-// Abandoned segments stay abandoned, for the child to reclaim and sweep: the
-// fork waited for the housekeeping that claims them for a moment (init.c),
-// so one in the set still has its abandoned bit, and one outside the regions
-// is claimed by a CAS of its owner id from 0, which no vanished thread
-// completed if the id is still 0. (A segment in the set with owner 0 and no
-// bit was being abandoned by a vanished thread: it gets the vanished id.) Nothing is written
-// but the owner id (few copy-on-write faults). A page of the forking thread
-// that a vanished thread left in DELAYED_FREEING goes back to USE_DELAYED_FREE.
-static void mi_segment_fork_child(mi_segment_t* segment, void* arg) {
-  (void)arg;
-  const uintptr_t owner = mi_atomic_load_relaxed(&segment->thread_id);
-  if (owner == _mi_thread_id() || owner == MI_THREAD_ID_SHARED) {
-    for (size_t i = 0; i < segment->capacity; i++) {
-      mi_page_t* page = &segment->pages[i];
-      if (!mi_page_is_used_page(page)) continue;
-      mi_thread_free_t tf = mi_atomic_load_relaxed(&page->xthread_free);
-      if (mi_tf_delayed(tf) == MI_DELAYED_FREEING) {
-        mi_atomic_store_relaxed(&page->xthread_free, mi_tf_set_delayed(tf, MI_USE_DELAYED_FREE));
-      }
-    }
-  }
-  else if (owner != MI_THREAD_ID_VANISHED &&
-           (owner != 0 || (mi_segment_in_abandoned_set(segment) && !_mi_abandoned_contains(segment)))) {
-    mi_atomic_store_release(&segment->thread_id, MI_THREAD_ID_VANISHED);
-  }
-}
-
-void _mi_segments_fork_child(void) {
-  mi_atomic_store_release(&mi_shared_lock, 0);   // (the forking thread took it, or held it in a signal handler)
-  mi_atomic_store_relaxed(&mi_shared_sleepers, 0);   // (the child has none of the parent's other threads)
-  mi_tls(mi_shared_forking) = false;
-  _mi_segment_map_fork_child();   // (a visit of a thread the child does not have holds nothing there)
-  _mi_segment_map_visit(&mi_segment_fork_child, NULL);
-}
-
 // ---------------------------------------------------------------------------
 // Owner changes of a whole thread's segments (orphan heaps, init.c)
 // ---------------------------------------------------------------------------
@@ -2650,15 +2413,3 @@ void _mi_segments_set_owner(mi_segments_tld_t* tld, uintptr_t owner) {
   for (mi_segment_t* s = tld->purge.first; s != NULL; s = s->purge_next) _mi_segment_set_owner(s, owner);
 }
 
-// Is p inside one of our segments? Constant time through the segment map; a
-// pointer beyond the first 4 MiB of a huge block is not recognised, nor one
-// in the unused rest of a lean segment's unit.
-bool mi_is_in_heap_region(const void* p) mi_attr_noexcept {
-  if (p == NULL) return false;
-  #if defined(MI_ZERO_AREA)
-  if (_mi_zero_area_contains(p)) return true;   // malloc(0) in secure builds
-  #endif
-  mi_segment_t* segment = _mi_ptr_segment(p);
-  if ((const void*)segment == p) return (_mi_segment_of_unit_aligned(p) != NULL);
-  return _mi_segment_holds(segment, p);
-}
