@@ -107,10 +107,10 @@ static void mi_heap_collect_ex(mi_heap_t* heap, mi_collect_t collect) {
   mi_assert_internal(collect != MI_ABANDON || mi_atomic_load_acquire(&heap->thread_delayed_free) == NULL);
 
   // pending page purges, and pending region purges; forced: also the free
-  // pages of every other thread's segments (a trim). A thread that ends
-  // purges the free pages of the segments it abandons now (the threads that
-  // follow reclaim few of them soon: `churn 32` peaked 12% higher when they
-  // waited, at no fewer faults) and gives back its cached segments
+  // pages of every other thread's segments (a trim) and the cache of empty
+  // shared segments. A thread that ends leaves its free pages to wait for
+  // their delay like any others (purged now only with the option
+  // abandoned_page_reset); the segment cache is the process's, and stays
   _mi_segments_collect(collect >= MI_FORCE, &heap->tld->segments);
   if (collect == MI_FORCE) _mi_segments_trim();
   _mi_region_collect(collect == MI_FORCE, collect == MI_FORCE);

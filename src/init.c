@@ -160,11 +160,6 @@ static void mi_thread_data_free(mi_thread_data_t* tdfree) {
 
 static _Atomic(mi_thread_data_t*) mi_orphans[MI_ORPHAN_MAX];
 static _Atomic(int64_t) mi_orphans_expire[MI_ORPHAN_MAX];   // the expiry of the orphan in each slot (read without claiming it)
-static _Atomic(int64_t) mi_orphans_next;   // earliest expiry of a waiting orphan (0: none)
-
-int64_t _mi_orphans_next(void) {
-  return mi_atomic_load_relaxed(&mi_orphans_next);
-}
 
 // Abandon the heap of an ended thread (its own, or an orphan this thread
 // claimed), and recycle its metadata.
@@ -188,8 +183,7 @@ static bool mi_heap_orphan(mi_heap_t* heap) {
     if (mi_atomic_load_relaxed(&mi_orphans[i]) != NULL) continue;
     mi_atomic_store_relaxed(&mi_orphans_expire[i], expire);   // (a taker reads it after the slot: the CAS below publishes it)
     if (mi_atomic_cas_strong_acq_rel(&mi_orphans[i], &expected, (mi_thread_data_t*)heap)) {
-      mi_atomic_expire_lower(&mi_orphans_next, expire);
-      _mi_purger_note();
+      _mi_due_note(MI_DUE_ORPHANS, expire);
       return true;
     }
   }
@@ -199,7 +193,7 @@ static bool mi_heap_orphan(mi_heap_t* heap) {
 
 // An orphan heap for a thread that starts (the one that waited least), or NULL.
 static mi_thread_data_t* mi_orphan_take(void) {
-  if (mi_atomic_load_relaxed(&mi_orphans_next) == 0) return NULL;
+  if (_mi_due_at(MI_DUE_ORPHANS) == 0) return NULL;
   bool found = false;
   int64_t best = 0;
   size_t best_idx = 0;
@@ -216,17 +210,14 @@ static mi_thread_data_t* mi_orphan_take(void) {
 // where allocator code may run: the purge thread, collections, thread start
 // and end.
 void _mi_orphans_collect(bool force) {
-  const int64_t next = mi_atomic_load_relaxed(&mi_orphans_next);
-  if (next == 0) return;
+  if (_mi_due_at(MI_DUE_ORPHANS) == 0) return;
   const int64_t now = _mi_prim_clock_now();
-  if (!force && now < next) return;
-  int64_t expected = next;
-  if (!mi_atomic_cas_strong_acq_rel(&mi_orphans_next, &expected, 0)) return;   // another thread does it
+  if (_mi_due_claim(MI_DUE_ORPHANS, now, force) == 0) return;   // not yet, or another thread does it
   for (size_t i = 0; i < MI_ORPHAN_MAX; i++) {
     if (mi_atomic_load_acquire(&mi_orphans[i]) == NULL) continue;
     const int64_t expire = mi_atomic_load_relaxed(&mi_orphans_expire[i]);
     if (!force && expire > now) {
-      mi_atomic_expire_lower(&mi_orphans_next, expire);
+      _mi_due_note(MI_DUE_ORPHANS, expire);
       continue;
     }
     mi_thread_data_t* td = mi_atomic_exchange_acq_rel(&mi_orphans[i], NULL);
@@ -235,7 +226,7 @@ void _mi_orphans_collect(bool force) {
       mi_thread_data_t* none = NULL;
       mi_atomic_store_relaxed(&mi_orphans_expire[i], td->tld.orphan_expire);
       if (mi_atomic_cas_strong_acq_rel(&mi_orphans[i], &none, td)) {
-        mi_atomic_expire_lower(&mi_orphans_next, td->tld.orphan_expire);
+        _mi_due_note(MI_DUE_ORPHANS, td->tld.orphan_expire);
         continue;
       }
     }
@@ -246,14 +237,13 @@ void _mi_orphans_collect(bool force) {
     td->tld.recurse = true;
     mi_heap_abandon_done(&td->heap);
   }
-  if (mi_atomic_load_relaxed(&mi_orphans_next) != 0) _mi_purger_note();
 }
 
 // In a forked child: the orphans' segments belong to vanished threads
 // (_mi_segments_fork_child gave them that id); their metadata is left.
 static void mi_orphans_fork_child(void) {
   for (size_t i = 0; i < MI_ORPHAN_MAX; i++) mi_atomic_store_relaxed(&mi_orphans[i], NULL);
-  mi_atomic_store_relaxed(&mi_orphans_next, 0);
+  _mi_due_fork_child(MI_DUE_ORPHANS);
 }
 
 static void mi_thread_data_collect(void) {

@@ -132,7 +132,6 @@ bool       _mi_housekeeping_enter(void);     // a section that holds region bloc
 void       _mi_housekeeping_leave(void);
 bool       _mi_housekeeping_await(void);     // wait for other threads' sections; true if it waited
 void       _mi_orphans_collect(bool force);  // abandon the orphan heaps that waited their delay (all: forced)
-int64_t    _mi_orphans_next(void);           // when the next orphan heap is due (0: none)
 void       _mi_heap_set_default_direct(mi_heap_t* heap);
 
 // stats.c
@@ -222,7 +221,6 @@ void       _mi_region_free(void* p, size_t size, mi_memid_t memid, bool fully_co
 bool       _mi_regions_check_claims(void);   // (tests) every claimed block belongs to a segment
 bool       _mi_region_collect(bool force, bool free_unused);   // false: skipped (a fork is under way)
 void       _mi_region_try_purge(void);
-int64_t    _mi_region_purge_next(void);    // earliest pending region purge (0: none)
 size_t     _mi_region_slots(void);
 uint8_t*   _mi_region_start(size_t idx);
 void       _mi_regions_usage(size_t* free_resident, size_t* releasable);   // freed blocks that may be resident (bytes), and those a purge returns
@@ -254,8 +252,7 @@ void       _mi_segment_page_abandon(mi_page_t* page, mi_segments_tld_t* tld);
 uint8_t*   _mi_segment_page_start(const mi_segment_t* segment, const mi_page_t* page, size_t block_size, size_t* page_size, size_t* pre_size);
 void       _mi_segment_abandoned_free_note(void);
 bool       _mi_segment_reclaim_on_free(mi_segment_t* segment, mi_heap_t* heap);
-void       _mi_segments_try_purge(void);     // the abandoned sweep and pending huge purges, when due
-int64_t    _mi_segments_purge_next(void);    // when the next of them is due (0: none pending)
+void       _mi_segments_try_purge(void);     // the pending huge purges, the abandoned sweep and the shared segments' purges, when due
 void       _mi_abandoned_reclaim_all(mi_heap_t* heap, mi_segments_tld_t* tld);
 void       _mi_segments_collect(bool force, mi_segments_tld_t* tld);
 size_t     _mi_segment_big_aligned_ofs(size_t align_offset);   // 0: no place for such a pointer
@@ -278,7 +275,25 @@ void       _mi_segment_huge_release_at(size_t min_size);   // huge blocks of at 
 size_t     _mi_segments_trim(void);          // purge the free pages of every thread's segments: the bytes purged
 void       _mi_segments_usage(mi_usage_t* usage);   // the mallinfo figures
 
-// purge-thread.c
+// purge-thread.c: the due table (when each process-wide purge falls due) and
+// the background thread that runs them
+typedef enum mi_due_e {
+  MI_DUE_REGION,      // freed segments' memory in the regions (region.c)
+  MI_DUE_HUGE,        // huge blocks other threads freed (segment.c, "Huge blocks freed by another thread")
+  MI_DUE_SWEEP,       // the abandoned sweep (segment.c)
+  MI_DUE_SHARED,      // the shared segments' page purges (segment.c)
+  MI_DUE_ORPHANS,     // the orphan heaps (init.c)
+  MI_DUE_COUNT
+} mi_due_t;
+#define MI_DUE_SEGMENTS  ((1u << MI_DUE_HUGE) | (1u << MI_DUE_SWEEP) | (1u << MI_DUE_SHARED))   // what _mi_segments_try_purge runs
+extern _Atomic(int64_t) _mi_due_times[MI_DUE_COUNT];   // read inline by _mi_due_at
+void       _mi_due_note(mi_due_t kind, int64_t expire);   // `kind` is due at `expire` (ms) at the latest; wakes the purge thread
+int64_t    _mi_due_claim(mi_due_t kind, int64_t now, bool force);   // take the due time if it passed (any pending one if forced): the taker does the work; 0: not due, or taken by another thread
+bool       _mi_due_enter(mi_due_t kind, int64_t now);   // claim, inside a housekeeping section (put back while a fork is under way)
+void       _mi_due_leave(mi_due_t kind);              // end of that section; the purge thread is noted if `kind` is pending again
+bool       _mi_due_any(unsigned kinds);               // is any of `kinds` (a mask of 1 << kind) pending?
+int64_t    _mi_due_next(void);                        // the earliest pending due time (0: none)
+void       _mi_due_fork_child(mi_due_t kind);         // in a forked child: nothing of `kind` is pending
 extern _Atomic(uintptr_t) _mi_purger_state;
 void       _mi_purger_note(void);           // a process-wide purge became pending
 void       _mi_purger_start(void);          // (through _mi_purger_poll)
@@ -476,6 +491,10 @@ static inline size_t mi_bit_run(uintptr_t x, size_t* idx) {
 static inline void mi_atomic_expire_lower(_Atomic(int64_t)* p, int64_t expire) {
   int64_t cur = mi_atomic_load_relaxed(p);
   while ((cur == 0 || expire < cur) && !mi_atomic_cas_weak_acq_rel(p, &cur, expire)) { /* retry */ }
+}
+// When `kind` falls due next (ms; 0: nothing of it is pending).
+static inline int64_t _mi_due_at(mi_due_t kind) {
+  return mi_atomic_load_relaxed(&_mi_due_times[kind]);
 }
 // At a safe point of the allocator (no operation under way on this thread):
 // start the background purge thread if a pending purge asked for it.

@@ -1,5 +1,7 @@
 /* ----------------------------------------------------------------------------
-  purge-thread.c -- the background purge thread (option background_purge).
+  purge-thread.c -- the process-wide purges: when each falls due (the due
+  table, below), and the background purge thread (option background_purge)
+  that runs them.
 
   Freed segments wait in their regions, and free pages of abandoned segments
   in the abandoned set, for a delayed purge (region.c, segment.c). Without
@@ -53,6 +55,72 @@
 #include "mimalloc-internal.h"
 #include "prim/prim.h"
 
+// ---------------------------------------------------------------------------
+// The due table: for each process-wide purge, when it falls due next (ms of
+// _mi_prim_clock_now; 0: nothing pending). Whoever makes work pending lowers
+// its time (_mi_due_note); whoever notices it passed takes it by resetting it
+// to 0 (_mi_due_claim: one thread wins), does the work, and lowers it again
+// for what is not due yet. Allocator calls and the purge thread run the same
+// claims, so the work is done once, by whoever comes first. A fork waits for
+// the work that holds region blocks or abandoned segments (_mi_due_enter: a
+// housekeeping section; while a fork is under way the time is put back).
+// ---------------------------------------------------------------------------
+
+mi_decl_cache_aligned _Atomic(int64_t) _mi_due_times[MI_DUE_COUNT];
+
+void _mi_due_note(mi_due_t kind, int64_t expire) {
+  if (expire == 0) return;
+  mi_atomic_expire_lower(&_mi_due_times[kind], expire);
+  _mi_purger_note();
+}
+
+int64_t _mi_due_claim(mi_due_t kind, int64_t now, bool force) {
+  int64_t due = mi_atomic_load_relaxed(&_mi_due_times[kind]);
+  if (due == 0 || (!force && now < due)) return 0;
+  const int64_t claimed = due;
+  if (!mi_atomic_cas_strong_acq_rel(&_mi_due_times[kind], &due, 0)) return 0;   // another thread does it
+  return claimed;
+}
+
+bool _mi_due_enter(mi_due_t kind, int64_t now) {
+  const int64_t claimed = _mi_due_claim(kind, now, false);
+  if (claimed == 0) return false;
+  if (!_mi_housekeeping_enter()) {   // a fork is under way: later
+    _mi_due_note(kind, claimed);
+    return false;
+  }
+  return true;
+}
+
+void _mi_due_leave(mi_due_t kind) {
+  _mi_housekeeping_leave();
+  if (_mi_due_at(kind) != 0) _mi_purger_note();
+}
+
+bool _mi_due_any(unsigned kinds) {
+  for (size_t kind = 0; kind < MI_DUE_COUNT; kind++) {
+    if ((kinds & (1u << kind)) != 0 && _mi_due_at((mi_due_t)kind) != 0) return true;
+  }
+  return false;
+}
+
+int64_t _mi_due_next(void) {
+  int64_t next = 0;
+  for (size_t kind = 0; kind < MI_DUE_COUNT; kind++) {
+    const int64_t due = _mi_due_at((mi_due_t)kind);
+    if (due != 0 && (next == 0 || due < next)) next = due;
+  }
+  return next;
+}
+
+void _mi_due_fork_child(mi_due_t kind) {
+  mi_atomic_store_relaxed(&_mi_due_times[kind], 0);
+}
+
+// ---------------------------------------------------------------------------
+// The purge thread
+// ---------------------------------------------------------------------------
+
 #define MI_PURGER_NONE      (0)   // not started
 #define MI_PURGER_WANTED    (1)   // a purge is pending: start at the next safe point
 #define MI_PURGER_STARTING  (2)
@@ -79,15 +147,6 @@ static bool mi_purger_allowed(void) {
   return (mi_purger_enabled() && _mi_thread_live_count() >= mi_purger_min_threads());
 }
 
-// The earliest pending expiry of the process-wide purges (0: none).
-static int64_t mi_purger_next_due(void) {
-  int64_t next = 0;
-  const int64_t due[3] = { _mi_region_purge_next(), _mi_segments_purge_next(), _mi_orphans_next() };
-  for (size_t i = 0; i < 3; i++) {
-    if (due[i] != 0 && (next == 0 || due[i] < next)) next = due[i];
-  }
-  return next;
-}
 
 static void mi_purger_main(void* arg) {
   (void)arg;
@@ -98,14 +157,14 @@ static void mi_purger_main(void* arg) {
       _mi_orphans_collect(false);
       _mi_segments_try_purge();
       _mi_region_try_purge();
-      next = mi_purger_next_due();
+      next = _mi_due_next();
     }
     if (live == 0 || (next == 0 && live < mi_purger_min_threads())) {
       // the program's threads are gone (pthread_exit), or it is back to one
       // thread and nothing is pending: end, so the process can end or be
       // single-threaded again; a later note starts a new one when allowed
       mi_atomic_store_release(&_mi_purger_state, MI_PURGER_NONE);
-      if (mi_purger_next_due() != 0) _mi_purger_note();   // (a purge noted while we left)
+      if (_mi_due_next() != 0) _mi_purger_note();   // (a purge noted while we left)
       return;
     }
     if (next == 0) {
@@ -114,7 +173,7 @@ static void mi_purger_main(void* arg) {
       // check sees us idle and signals (the event is sticky)
       mi_atomic_store_relaxed(&mi_purger_idle, 1);
       mi_atomic_fence_seq_cst();
-      if (!mi_purger_enabled() || mi_purger_next_due() == 0) _mi_prim_event_wait(-1);
+      if (!mi_purger_enabled() || _mi_due_next() == 0) _mi_prim_event_wait(-1);
       mi_atomic_store_relaxed(&mi_purger_idle, 0);
       continue;
     }

@@ -89,7 +89,6 @@ static _Atomic(size_t) regions_count;      // slots handed out so far (only grow
 // when a region is set up. 512 KiB of .bss, touched only for regions in use.
 static uint64_t region_words[MI_REGION_MAX][MI_REGION_BLOCKS];
 static _Atomic(size_t) regions_reserved;   // regions of reserved huge OS pages (only grows)
-static _Atomic(int64_t) purge_next;        // earliest pending purge expiry (0: none)
 static _Atomic(uintptr_t) region_creating; // 1 while a thread sets up a region for a segment
 static mi_decl_thread bool region_creating_here;   // ... this one (a signal handler's request must not wait for it)
 
@@ -125,14 +124,10 @@ static bool mi_bitmap_try_claim_mask(_Atomic(uintptr_t)* field, uintptr_t m) {
 }
 
 
-// Make the process-wide earliest expiry no later than `expire`.
+// Make the regions' earliest expiry (the due table's MI_DUE_REGION) no later
+// than `expire`.
 static void mi_region_note_expire(int64_t expire) {
-  mi_atomic_expire_lower(&purge_next, expire);
-  _mi_purger_note();
-}
-
-int64_t _mi_region_purge_next(void) {
-  return mi_atomic_load_relaxed(&purge_next);
+  _mi_due_note(MI_DUE_REGION, expire);
 }
 
 // ---------------------------------------------------------------------------
@@ -555,13 +550,10 @@ static void mi_region_purge(mem_region_t* region, int64_t now, bool force) {
 // allocation and free, so freed segments go back to the OS without the
 // program calling mi_collect. Costs one clock read when nothing is due.
 void _mi_region_try_purge(void) {
-  const int64_t next = mi_atomic_load_relaxed(&purge_next);
-  if (next == 0) return;
-  const int64_t now = _mi_prim_clock_now();
-  if (now < next) return;
-  int64_t expected = next;
-  if (!mi_atomic_cas_strong_acq_rel(&purge_next, &expected, 0)) return;   // another thread does it
-  if (!_mi_region_collect(false, false)) mi_region_note_expire(next);     // (a fork: later)
+  if (_mi_due_at(MI_DUE_REGION) == 0) return;
+  const int64_t next = _mi_due_claim(MI_DUE_REGION, _mi_prim_clock_now(), false);
+  if (next == 0) return;   // not yet, or another thread does it
+  if (!_mi_region_collect(false, false)) mi_region_note_expire(next);   // (a fork: later)
 }
 
 // Purge what is due (everything if forced), and unmap regions nothing uses.

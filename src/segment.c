@@ -50,6 +50,11 @@
   lock; see "The trim lock" below, segment-walk.c (the trim itself) and
   docs/design.md. The mallinfo figures walk the page descriptors of every
   segment the same way (segment-walk.c).
+
+  What is particular to huge segments (a block another thread frees, its
+  pending purge, populating fresh ones) is in segment-huge.c; when the
+  process-wide purges fall due (huge, sweep, shared) is kept in the due table
+  (purge-thread.c).
 -----------------------------------------------------------------------------*/
 #include "segment-internal.h"
 #include "prim/prim.h"
@@ -732,22 +737,12 @@ static void mi_segments_purge_due(mi_segments_tld_t* tld, bool force) {
 // ---------------------------------------------------------------------------
 
 static void mi_segment_page_clear(mi_segment_t* segment, mi_page_t* page, mi_segments_tld_t* tld);
-static void mi_segment_os_free(mi_segment_t* segment, bool purge_now, mi_stats_t* stats);
 static void mi_segment_mark_abandoned(mi_segment_t* segment);
 static void mi_shared_note_expire(int64_t expire);
 static void mi_shared_page_free(mi_page_t* page, mi_segments_tld_t* tld);
 static void mi_shared_try_purge(int64_t now, bool force);
 static void mi_shared_try_sweep(void);
 static bool mi_page_stash_push(mi_segment_t* segment, mi_page_t* page, mi_segments_tld_t* tld);
-static _Atomic(int64_t) mi_shared_purge_next;   // earliest pending page purge of the shared large segments (0: none)
-
-static _Atomic(int64_t) mi_abandoned_sweep_expire;   // when the next sweep is due (0: none pending)
-
-static void mi_abandoned_sweep_note(int64_t expire) {
-  if (expire == 0) return;
-  mi_atomic_expire_lower(&mi_abandoned_sweep_expire, expire);
-  _mi_purger_note();
-}
 
 
 static mi_decl_thread uint32_t mi_abandoned_frees;   // frees into abandoned segments by this thread
@@ -756,8 +751,8 @@ static mi_decl_thread uint32_t mi_abandoned_frees;   // frees into abandoned seg
 // (a clock read on the first such free after a sweep), and check whether one
 // is due on every 64th such free of this thread.
 void _mi_segment_abandoned_free_note(void) {
-  if (mi_atomic_load_relaxed(&mi_abandoned_sweep_expire) == 0) {
-    mi_abandoned_sweep_note(_mi_prim_clock_now() + _mi_purge_delay());
+  if (_mi_due_at(MI_DUE_SWEEP) == 0) {
+    _mi_due_note(MI_DUE_SWEEP, _mi_prim_clock_now() + _mi_purge_delay());
   }
   else if ((++mi_tls(mi_abandoned_frees) % 64) != 0) {
     return;
@@ -765,10 +760,6 @@ void _mi_segment_abandoned_free_note(void) {
   _mi_segments_try_purge();
 }
 
-static void mi_segment_huge_fresh_free(mi_segment_t* segment);
-static void mi_segments_try_purge_huge(int64_t now);
-static void mi_segment_huge_pending_take(mi_segment_t* segment);
-static _Atomic(int64_t) mi_huge_pending_next;   // earliest expiry of a pending huge purge (0: none)
 
 // Look after a claimed abandoned segment (owner id ours, no heap): collect the
 // blocks other threads freed into it, give its empty pages back, and free it
@@ -788,9 +779,9 @@ static bool mi_segment_abandoned_collect(mi_segment_t* segment, int64_t now) {
   }
   if (segment->used == 0) {
     mi_stat_decrease(NULL, segments_abandoned, 1);
-    if (segment->page_kind == MI_PAGE_HUGE) mi_segment_huge_fresh_free(segment);
+    if (segment->page_kind == MI_PAGE_HUGE) _mi_segment_huge_fresh_free(segment);
     mi_segment_purge_clear(segment, NULL);
-    mi_segment_os_free(segment, false, NULL);
+    _mi_segment_os_free(segment, false, NULL);
     return false;
   }
   mi_segment_purge_due(segment, now, false);
@@ -805,40 +796,22 @@ static void mi_abandoned_sweep_visit(mi_segment_t* segment, void* arg) {
 // The sweep holds abandoned segments for a moment: a housekeeping section
 // (init.c; a forced collect waits for it, a fork too).
 static void mi_segments_try_sweep_abandoned(int64_t now) {
-  const int64_t next = mi_atomic_load_relaxed(&mi_abandoned_sweep_expire);
-  if (next == 0 || now < next) return;
-  int64_t expected = next;
-  if (!mi_atomic_cas_strong_acq_rel(&mi_abandoned_sweep_expire, &expected, 0)) return;   // another thread sweeps
-  if (!_mi_housekeeping_enter()) {   // a fork is under way: later
-    mi_abandoned_sweep_note(next);
-    return;
-  }
+  if (!_mi_due_enter(MI_DUE_SWEEP, now)) return;   // not due, another thread sweeps, or a fork is under way
   _mi_abandoned_visit(&mi_abandoned_sweep_visit, &now);
-  _mi_housekeeping_leave();
+  _mi_due_leave(MI_DUE_SWEEP);
   mi_shared_try_sweep();
 }
 
-// The process-wide purges of the segment layer that fall due: the abandoned
-// sweep, and the huge blocks other threads freed. One clock read when
-// something is pending, none otherwise.
+// The process-wide purges of the segment layer that fall due (the due
+// table's MI_DUE_SEGMENTS): the huge blocks other threads freed, the abandoned
+// sweep, the shared segments' pages. One clock read when something is
+// pending, none otherwise.
 void _mi_segments_try_purge(void) {
-  if (mi_atomic_load_relaxed(&mi_abandoned_sweep_expire) == 0 && mi_atomic_load_relaxed(&mi_huge_pending_next) == 0 &&
-      mi_atomic_load_relaxed(&mi_shared_purge_next) == 0) return;
+  if (!_mi_due_any(MI_DUE_SEGMENTS)) return;
   const int64_t now = _mi_prim_clock_now();
-  mi_segments_try_purge_huge(now);
+  _mi_segments_try_purge_huge(now);
   mi_segments_try_sweep_abandoned(now);
   mi_shared_try_purge(now, false);
-}
-
-// When the next of them is due (0: none pending).
-int64_t _mi_segments_purge_next(void) {
-  int64_t next = 0;
-  const int64_t due[3] = { mi_atomic_load_relaxed(&mi_abandoned_sweep_expire), mi_atomic_load_relaxed(&mi_huge_pending_next),
-                           mi_atomic_load_relaxed(&mi_shared_purge_next) };
-  for (size_t i = 0; i < 3; i++) {
-    if (due[i] != 0 && (next == 0 || due[i] < next)) next = due[i];
-  }
-  return next;
 }
 
 // The statistics of a purged page that is used again (or goes back with its segment).
@@ -868,24 +841,12 @@ static bool mi_page_unpurge(mi_segment_t* segment, mi_page_t* page) {
 }
 
 // ---------------------------------------------------------------------------
-// Segment allocation and free
-// ---------------------------------------------------------------------------
-
-// Huge segments of at least this many bytes give their memory back as soon
-// as their block is freed, not after the purge delay (glibc's mallopt
-// M_MMAP_THRESHOLD: alloc-glibc.c); SIZE_MAX, the default: none.
-static _Atomic(size_t) mi_huge_release_min = SIZE_MAX;
-
-void _mi_segment_huge_release_at(size_t min_size) {
-  mi_atomic_store_relaxed(&mi_huge_release_min, min_size);
-}
-
-// ---------------------------------------------------------------------------
-// The per-thread segment cache (option segment_cache, default 0 = off): a
-// freed small or large segment is kept by its thread, still owned and
-// committed, and the next segment request takes it without going to the
-// region. At most min(segment_cache, 1 + peak segments / 8) are kept; forced
-// collections and thread exit give them back.
+// The cache of empty shared segments (option segment_cache, default 0 = off):
+// an emptied shared segment of slices is kept, whole and committed, under the
+// shared lock, and the next shared segment built takes it without going to
+// the region. At most min(segment_cache, 1 + peak shared segments / 8) are
+// kept; a forced collection gives them back (a thread that ends does not:
+// the cache is the process's).
 // ---------------------------------------------------------------------------
 
 // A thread that ends leaves the segments it empties in the regions for the
@@ -989,7 +950,7 @@ typedef struct mi_segment_mem_s {
   uint64_t   guard_mask;    // ... with those of these pages
 } mi_segment_mem_t;
 
-// Step 1: memory for a segment of `segment_size` bytes: the thread's cached
+// Step 1: memory for a segment of `segment_size` bytes: a cached shared
 // segment, a mapping straight from the OS for a big alignment (`os_offset`:
 // where in it the alignment falls), or a region block. Guards an earlier
 // segment left there are kept when they serve this page kind, else removed.
@@ -1133,8 +1094,8 @@ static mi_segment_t* mi_segment_alloc(size_t required, mi_page_kind_t page_kind,
 }
 
 // Give a segment's memory back. The segment is no longer counted by any thread.
-static void mi_segment_os_free(mi_segment_t* segment, bool purge_now, mi_stats_t* stats) {
-  if (segment->page_kind == MI_PAGE_HUGE) mi_segment_huge_pending_take(segment);
+void _mi_segment_os_free(mi_segment_t* segment, bool purge_now, mi_stats_t* stats) {
+  if (segment->page_kind == MI_PAGE_HUGE) _mi_segment_huge_pending_take(segment);
   _mi_segment_map_freed_at(segment);   // (waits for a trim that holds it: then it is ours alone)
   mi_segment_trim_fold(segment);
   mi_stat_decrease(stats, segments, 1);
@@ -1180,7 +1141,7 @@ static void mi_segment_os_free(mi_segment_t* segment, bool purge_now, mi_stats_t
     if (whole && !segment->mem_is_pinned && segment->memid.region_idx != 0 && segment->mem_size == MI_SEGMENT_SIZE) word = mi_segment_guard_word(segment);
     if (word == 0 && segment->memid.region_idx != 0) mi_segment_guards(segment, false);
   }
-  if (segment->page_kind == MI_PAGE_HUGE && segment->segment_size >= mi_atomic_load_relaxed(&mi_huge_release_min)) purge_now = true;
+  if (segment->page_kind == MI_PAGE_HUGE && _mi_segment_huge_release_now(segment)) purge_now = true;
   mi_atomic_store_release(&segment->thread_id, 0);
   _mi_region_free(segment, segment->mem_size, segment->memid, whole,
                   purge_now || mi_option_get(mi_option_segment_reset) != 0, word);
@@ -1188,14 +1149,14 @@ static void mi_segment_os_free(mi_segment_t* segment, bool purge_now, mi_stats_t
 
 static void mi_segment_free(mi_segment_t* segment, bool force, mi_segments_tld_t* tld) {
   mi_assert_internal(segment->used == 0);
-  if (segment->page_kind == MI_PAGE_HUGE) mi_segment_huge_fresh_free(segment);
+  if (segment->page_kind == MI_PAGE_HUGE) _mi_segment_huge_fresh_free(segment);
   // the unused pages' pending purges are dropped: the region purges the whole
   // segment after its own delay (or now, when forced)
   mi_segment_purge_clear(segment, tld);
   mi_segment_remove_from_free_queue(segment, tld);
   mi_segments_track_size(-((int64_t)segment->segment_size), tld);
   if (!force && mi_segment_exit_over_budget(tld)) force = true;
-  mi_segment_os_free(segment, force, &_mi_segments_tld_stats(tld));
+  _mi_segment_os_free(segment, force, &_mi_segments_tld_stats(tld));
   _mi_region_try_purge();
 }
 
@@ -1328,7 +1289,7 @@ void _mi_segment_page_free(mi_page_t* page, bool force, mi_segments_tld_t* tld) 
 static void mi_segment_mark_abandoned(mi_segment_t* segment) {
   mi_atomic_store_release(&segment->thread_id, 0);
   if (mi_segment_in_abandoned_set(segment)) {
-    mi_abandoned_sweep_note(segment->purge_expire);
+    _mi_due_note(MI_DUE_SWEEP, segment->purge_expire);
     _mi_abandoned_push(segment);   // findable by the reclaim scan
   }
   // else: claimed by whoever frees into it (CAS on thread_id; see
@@ -1384,7 +1345,7 @@ void _mi_segment_page_abandon(mi_page_t* page, mi_segments_tld_t* tld) {
 
 // Take ownership of an abandoned segment (the token is the bitmap bit for
 // region segments, else the owner id).
-static bool mi_segment_claim(mi_segment_t* segment) {
+bool _mi_segment_claim(mi_segment_t* segment) {
   if (mi_segment_in_abandoned_set(segment)) {
     if (!_mi_abandoned_claim(segment)) return false;
     mi_atomic_store_release(&segment->thread_id, _mi_thread_id());
@@ -1475,149 +1436,9 @@ bool _mi_segment_reclaim_on_free(mi_segment_t* segment, mi_heap_t* heap) {
   mi_assert_internal(!mi_segment_in_abandoned_set(segment) && segment->page_kind != MI_PAGE_HUGE);
   if (!mi_heap_is_initialized(heap)) return false;
   mi_heap_t* backing = heap->tld->heap_backing;
-  if (!mi_segment_claim(segment)) return false;
+  if (!_mi_segment_claim(segment)) return false;
   mi_segment_reclaim(segment, backing, 0, NULL, &backing->tld->segments);
   return true;
-}
-
-// Free the single block of an abandoned huge segment: claim it and give the
-// memory back. Needs no heap: the segment is not counted by any thread.
-void _mi_segment_huge_page_free(mi_segment_t* segment, mi_page_t* page, mi_block_t* block) {
-  mi_assert_internal(segment->page_kind == MI_PAGE_HUGE);
-  (void)block;
-  if (!mi_segment_claim(segment)) {
-    _mi_misuse_message(EAGAIN, "double free detected of huge block %p\n", block);
-    return;
-  }
-  mi_assert_internal(page->used == 1);
-  mi_stat_decrease(NULL, segments_abandoned, 1);
-  mi_stat_decrease(NULL, pages_abandoned, 1);
-  mi_stat_decrease(NULL, pages, 1);
-  page->used = 0;
-  page->segment_in_use = false;
-  segment->free_mask = 1;
-  segment->used = 0;
-  segment->abandoned = 0;
-  mi_segment_huge_fresh_free(segment);   // a probe freed by another thread counts too
-  mi_segment_os_free(segment, false, NULL);
-}
-
-// ---------------------------------------------------------------------------
-// Huge blocks freed by another thread
-//
-// A huge block freed by another thread while its owner lives goes back to the
-// owner through the owner heap's delayed list, and the owner gives the
-// segment back at its next slow path, which may be far off (a thread blocked
-// in a read). So its memory must go back without the owner, but, like any
-// freed memory, only after the purge delay (purged at once, it was faulted in
-// again whenever the program allocated a huge block soon after). The freeing
-// thread enters the block in a process-wide table of pending huge purges, and
-// whoever runs the due purges (the background purge thread, or any thread's
-// allocator calls) purges it when due. The table's slot is the hand-over
-// between the purger and the owner, which may free the segment meanwhile:
-// the purger marks a due slot PURGING before it touches the segment, and the
-// owner, before it frees a segment with a slot, takes the slot back while it
-// is still PENDING (the memory then goes back with the segment, after its
-// own delay) or waits until the purger is done. The purger never reads a
-// segment outside its PURGING window. With no free slot (64 huge blocks
-// pending at once) the freeing thread purges at once, as before. (1.6
-// abandoned huge segments at allocation, so that any thread freed them at
-// once; ours stay owned by their heap, so that heap visiting, mi_heap_destroy
-// and mi_heap_contains_block see them.)
-// ---------------------------------------------------------------------------
-
-#define MI_HUGE_PENDING_SLOTS  64
-#define MI_HUGE_PENDING        ((uintptr_t)1)   // low bits of a slot: waits for its expiry
-#define MI_HUGE_PURGING        ((uintptr_t)2)   // a purger holds the segment: the owner waits
-#define MI_HUGE_SLOT_STATE     ((uintptr_t)3)
-
-typedef struct mi_huge_pending_s {
-  _Atomic(uintptr_t) segment;   // the segment | its state, or 0
-  _Atomic(int64_t)   expire;
-} mi_huge_pending_t;
-
-static mi_huge_pending_t mi_huge_pending[MI_HUGE_PENDING_SLOTS];   // (mi_huge_pending_next: the earliest expiry)
-
-// Purge the block of a huge segment (its owner does not free it meanwhile),
-// but for its first and last OS page: the block may sit on its owner heap's
-// delayed list, whose link is in its first word (or, in secure builds, in its
-// trailer at the end, with the state that tells a second free).
-static void mi_segment_huge_purge_now(mi_segment_t* segment) {
-  size_t psize;
-  uint8_t* start = _mi_segment_page_start(segment, &segment->pages[0], 0, &psize, NULL);
-  const size_t os_page = _mi_os_page_size();
-  if (psize <= 2 * os_page) return;
-  start += os_page;
-  psize -= 2 * os_page;
-  if (_mi_os_purge(start, psize)) segment->huge_purged = _mi_os_inward_size(start, psize);
-}
-
-void _mi_segment_huge_page_purge(mi_segment_t* segment, mi_page_t* page, mi_block_t* block) {
-  mi_assert_internal(segment->page_kind == MI_PAGE_HUGE && page == &segment->pages[0]);
-  mi_assert_internal(segment->huge_pending == 0);
-  (void)page; (void)block;
-  if (segment->mem_is_pinned) return;
-  mi_segment_huge_fresh_free(segment);   // a probe is measured before its memory goes
-  segment->huge_fresh = MI_HUGE_REUSED;
-  const int64_t delay = _mi_purge_delay();
-  if (delay > 0 && segment->segment_size < mi_atomic_load_relaxed(&mi_huge_release_min)) {
-    const int64_t expire = _mi_prim_clock_now() + delay;
-    for (size_t i = 0; i < MI_HUGE_PENDING_SLOTS; i++) {
-      uintptr_t expected = 0;
-      if (mi_atomic_load_relaxed(&mi_huge_pending[i].segment) != 0) continue;
-      mi_atomic_store_relaxed(&mi_huge_pending[i].expire, expire);   // (read only once the slot holds us)
-      segment->huge_pending = (uint8_t)(i + 1);
-      if (mi_atomic_cas_strong_acq_rel(&mi_huge_pending[i].segment, &expected, (uintptr_t)segment | MI_HUGE_PENDING)) {
-        mi_atomic_expire_lower(&mi_huge_pending_next, expire);
-        _mi_purger_note();
-        return;
-      }
-      segment->huge_pending = 0;
-    }
-  }
-  mi_segment_huge_purge_now(segment);   // no delay, or no free slot
-}
-
-// The owner frees a huge segment that another thread entered in the table:
-// take the slot back (or wait for the purger that holds it).
-static void mi_segment_huge_pending_take(mi_segment_t* segment) {
-  if (segment->huge_pending == 0) return;
-  mi_huge_pending_t* const slot = &mi_huge_pending[segment->huge_pending - 1];
-  for (;;) {
-    uintptr_t v = mi_atomic_load_acquire(&slot->segment);
-    if ((v & ~MI_HUGE_SLOT_STATE) != (uintptr_t)segment) break;   // purged (the slot may serve another one now)
-    if ((v & MI_HUGE_SLOT_STATE) == MI_HUGE_PENDING && mi_atomic_cas_strong_acq_rel(&slot->segment, &v, 0)) break;
-    mi_atomic_yield();   // a purger holds it
-  }
-  segment->huge_pending = 0;
-}
-
-// Purge the pending huge blocks that are due (a housekeeping section: a fork
-// waits for it).
-static void mi_segments_try_purge_huge(int64_t now) {
-  const int64_t next = mi_atomic_load_relaxed(&mi_huge_pending_next);
-  if (next == 0 || now < next) return;
-  int64_t expected = next;
-  if (!mi_atomic_cas_strong_acq_rel(&mi_huge_pending_next, &expected, 0)) return;   // another thread does it
-  if (!_mi_housekeeping_enter()) {   // a fork is under way: later
-    mi_atomic_expire_lower(&mi_huge_pending_next, next);
-    return;
-  }
-  for (size_t i = 0; i < MI_HUGE_PENDING_SLOTS; i++) {
-    mi_huge_pending_t* const slot = &mi_huge_pending[i];
-    uintptr_t v = mi_atomic_load_acquire(&slot->segment);
-    if ((v & MI_HUGE_SLOT_STATE) != MI_HUGE_PENDING) continue;
-    const int64_t expire = mi_atomic_load_relaxed(&slot->expire);
-    if (expire > now) {
-      mi_atomic_expire_lower(&mi_huge_pending_next, expire);
-      continue;
-    }
-    if (!mi_atomic_cas_strong_acq_rel(&slot->segment, &v, (v & ~MI_HUGE_SLOT_STATE) | MI_HUGE_PURGING)) continue;   // taken back
-    mi_segment_huge_purge_now((mi_segment_t*)(v & ~MI_HUGE_SLOT_STATE));
-    mi_atomic_store_release(&slot->segment, 0);
-  }
-  _mi_housekeeping_leave();
-  if (mi_atomic_load_relaxed(&mi_huge_pending_next) != 0) _mi_purger_note();
 }
 
 // A thread frees a block into a segment outside the abandoned set (huge, or
@@ -1728,8 +1549,7 @@ static _Atomic(uintptr_t) mi_shared_deferred;     // pages given back while thei
 static mi_decl_thread bool mi_shared_forking;     // this thread took the lock for a fork
 
 static void mi_shared_note_expire(int64_t expire) {
-  mi_atomic_expire_lower(&mi_shared_purge_next, expire);
-  _mi_purger_note();
+  _mi_due_note(MI_DUE_SHARED, expire);
 }
 
 // Take the lock; false if this thread holds it already (a signal handler
@@ -1783,7 +1603,7 @@ static void mi_shared_segment_free(mi_segment_t* segment, mi_segments_tld_t* tld
   if (!lean) mi_shared_count--;
   const bool purge_now = (tld != NULL && mi_segment_exit_over_budget(tld));
   if (!purge_now && mi_segment_cache_push(segment)) return;
-  mi_segment_os_free(segment, purge_now, (tld != NULL ? &_mi_segments_tld_stats(tld) : NULL));
+  _mi_segment_os_free(segment, purge_now, (tld != NULL ? &_mi_segments_tld_stats(tld) : NULL));
 }
 
 // Give a page's slices back (under the lock); an empty segment goes back to
@@ -1811,7 +1631,7 @@ static void mi_shared_leave(void) {
 static void mi_shared_cache_flush(void) {
   if (!mi_shared_enter()) return;
   mi_segment_t* segment;
-  while ((segment = mi_segment_cache_pop()) != NULL) mi_segment_os_free(segment, false, NULL);
+  while ((segment = mi_segment_cache_pop()) != NULL) _mi_segment_os_free(segment, false, NULL);
   mi_shared_leave();
 }
 
@@ -1999,17 +1819,16 @@ static void mi_shared_try_sweep(void) {
 // Purge the due pages of the shared segments (all pending ones when forced,
 // after the abandoned pages that are empty went back).
 static void mi_shared_try_purge(int64_t now, bool force) {
-  const int64_t due = mi_atomic_load_relaxed(&mi_shared_purge_next);
+  const int64_t due = _mi_due_at(MI_DUE_SHARED);
   if (!force && (due == 0 || now < due)) return;
   if (!mi_shared_enter()) return;
   if (force) mi_shared_sweep();   // (its pages' slices are purged below)
-  int64_t next = mi_atomic_load_relaxed(&mi_shared_purge_next);
-  if (next != 0) {
-    mi_atomic_cas_strong_acq_rel(&mi_shared_purge_next, &next, 0);   // (a later note lowers it again)
+  if (_mi_due_at(MI_DUE_SHARED) != 0) {
+    _mi_due_claim(MI_DUE_SHARED, now, true);   // (a note meanwhile keeps its time; the loop lowers it again for what waits)
     for (size_t lean = 0; lean < 2; lean++) {
       for (mi_segment_t* segment = mi_shared_first[lean]; segment != NULL; segment = segment->next) {
         mi_segment_purge_due(segment, now, force);
-        if (segment->purge_expire != 0) mi_atomic_expire_lower(&mi_shared_purge_next, segment->purge_expire);
+        _mi_due_note(MI_DUE_SHARED, segment->purge_expire);
       }
     }
   }
@@ -2025,7 +1844,7 @@ static void mi_shared_try_purge(int64_t now, bool force) {
 // and `*nested` when this thread holds the lock already.
 static mi_page_t* mi_shared_page_alloc(mi_heap_t* heap, size_t block_size, size_t blocks, bool lean, bool* nested, bool* adopted, mi_segments_tld_t* tld) {
   *adopted = false;
-  if (mi_atomic_load_relaxed(&mi_shared_purge_next) != 0) mi_shared_try_purge(_mi_prim_clock_now(), false);
+  if (_mi_due_at(MI_DUE_SHARED) != 0) mi_shared_try_purge(_mi_prim_clock_now(), false);
   *nested = !mi_shared_enter();
   if (*nested) return NULL;
   if (block_size <= MI_MEDIUM_OBJ_SIZE_MAX && !heap->no_reclaim) {   // (a heap that may be destroyed takes no other thread's blocks)
@@ -2050,7 +1869,7 @@ static mi_page_t* mi_shared_page_alloc(mi_heap_t* heap, size_t block_size, size_
     best = mi_segment_alloc(0, MI_PAGE_LARGE, (lean ? MI_LEAN_PAGE_SHIFT : MI_SLICE_SHIFT), 0, 0, true, tld);
     size_t cost;
     if (best == NULL || !mi_segment_large_find_run_cost(best, block_size, blocks, &best_first, &cost)) {
-      if (best != NULL) mi_segment_os_free(best, false, &_mi_segments_tld_stats(tld));
+      if (best != NULL) _mi_segment_os_free(best, false, &_mi_segments_tld_stats(tld));
       mi_shared_leave();
       return NULL;
     }
@@ -2234,88 +2053,6 @@ static mi_page_t* mi_segment_slice_page_alloc(mi_heap_t* heap, size_t block_size
   return page;
 }
 
-// ---------------------------------------------------------------------------
-// Fresh huge blocks: populated at once where programs use them densely
-//
-// A huge block on fresh memory faults in page by page as the program touches
-// it: one trap per 4 KiB page, two when the program reads a page before it
-// writes it (the zero page first, then a private copy). When the program
-// touches its huge blocks densely, faulting the block in with one system call
-// (MADV_POPULATE_WRITE) is much cheaper; when it uses them sparsely (a calloc'd
-// table with a few live entries), populating would make resident memory the
-// program never touches. So the process watches: every fourth fresh huge
-// block, and every one while the last measured block was sparse, is left to
-// fault on touch and is a probe; when a probe is freed, its resident share
-// (mincore) says whether the program touched it densely (3/4 or more). While
-// the last measurement was dense, the other fresh huge blocks are populated,
-// but never more than MI_HUGE_POPULATE_MAX of one block: one decision can make
-// at most that much resident that the program may never touch (a sparse
-// 8 GiB table after dense buffers was populated in full: 8 GiB resident and
-// 8.8 s inside calloc). The rest of a bigger block faults on touch and is
-// measured when the block is freed, so every big block is a probe of its own
-// tail and a program that turns sparse is found out by the next one.
-// ---------------------------------------------------------------------------
-
-#define MI_HUGE_PROBE_EVERY     4
-#define MI_HUGE_POPULATE_MAX    (64 * MiB)   // populated at most of one block
-#define MI_HUGE_MEASURE_WINDOW  (4 * MiB)    // a long range is measured in windows ...
-#define MI_HUGE_MEASURE_WINDOWS 16           // ... this many, spread evenly
-
-static _Atomic(size_t) mi_huge_dense;   // 1: the last measured block was dense
-static _Atomic(size_t) mi_huge_fresh;   // fresh huge blocks allocated so far
-
-static void mi_segment_huge_fresh_alloc(mi_segment_t* segment, mi_page_t* page, size_t size) {
-  segment->huge_fresh = MI_HUGE_REUSED;
-  if (!page->is_zero_init || segment->mem_is_pinned) return;   // reused memory, or large OS pages
-  if (!_mi_os_can_populate()) return;   // (no probes: what they measure decides only populating)
-  segment->huge_fresh = MI_HUGE_PROBE;
-  const size_t n = mi_atomic_add_relaxed(&mi_huge_fresh, 1);
-  if (mi_atomic_load_relaxed(&mi_huge_dense) == 0 || (n % MI_HUGE_PROBE_EVERY) == 0) return;
-  size_t psize;
-  uint8_t* start = _mi_segment_page_start(segment, page, 0, &psize, NULL);
-  const size_t want = (size < psize ? size : psize);
-  if (want > MI_HUGE_POPULATE_MAX) {
-    if (_mi_os_populate(start, MI_HUGE_POPULATE_MAX)) segment->huge_fresh = MI_HUGE_HEAD_POPULATED;
-  }
-  else if (_mi_os_populate(start, want)) {
-    segment->huge_fresh = MI_HUGE_POPULATED;
-  }
-}
-
-// Is 3/4 or more of a range resident? A long range is judged by evenly spread
-// windows (a bounded cost for a block of many GiB); false if the OS cannot tell.
-static bool mi_huge_range_dense(uint8_t* start, size_t size) {
-  size_t measured = 0, resident = 0;
-  if (size <= MI_HUGE_MEASURE_WINDOW * MI_HUGE_MEASURE_WINDOWS) {
-    measured = size;
-    resident = _mi_os_resident(start, size);
-    if (resident == SIZE_MAX) return false;
-  }
-  else {
-    const size_t stride = (size - MI_HUGE_MEASURE_WINDOW) / (MI_HUGE_MEASURE_WINDOWS - 1);
-    for (size_t i = 0; i < MI_HUGE_MEASURE_WINDOWS; i++) {
-      const size_t r = _mi_os_resident(start + i * stride, MI_HUGE_MEASURE_WINDOW);
-      if (r == SIZE_MAX) return false;
-      resident += r;
-      measured += MI_HUGE_MEASURE_WINDOW;
-    }
-  }
-  return (resident >= measured / 4 * 3);
-}
-
-// A fresh huge block is freed (or purged by another thread): what it tells.
-static void mi_segment_huge_fresh_free(mi_segment_t* segment) {
-  const uint8_t state = segment->huge_fresh;
-  if (state != MI_HUGE_PROBE && state != MI_HUGE_HEAD_POPULATED) return;
-  size_t psize;
-  uint8_t* start = _mi_segment_page_start(segment, &segment->pages[0], 0, &psize, NULL);
-  if (state == MI_HUGE_HEAD_POPULATED) {   // the populated head says nothing: measure the tail
-    start += MI_HUGE_POPULATE_MAX;
-    psize -= MI_HUGE_POPULATE_MAX;
-  }
-  mi_atomic_store_relaxed(&mi_huge_dense, (mi_huge_range_dense(start, psize) ? 1 : 0));
-}
-
 static mi_page_t* mi_segment_huge_page_alloc(size_t size, size_t page_alignment, size_t align_offset, mi_segments_tld_t* tld) {
   mi_segment_t* segment = mi_segment_alloc(size, MI_PAGE_HUGE, MI_SEGMENT_SHIFT, page_alignment, align_offset, false, tld);
   if (segment == NULL) return NULL;
@@ -2324,7 +2061,7 @@ static mi_page_t* mi_segment_huge_page_alloc(size_t size, size_t page_alignment,
     mi_segment_free(segment, false, tld);
     return NULL;
   }
-  mi_segment_huge_fresh_alloc(segment, page, size);
+  _mi_segment_huge_fresh_alloc(segment, page, size);
   return page;
 }
 
@@ -2363,7 +2100,7 @@ void _mi_segments_collect(bool force, mi_segments_tld_t* tld) {
   mi_page_stash_flush(tld, force || tld->ending);
   mi_segments_purge_due(tld, force);
   if (force && !tld->ending) {   // every pending huge purge and shared page purge, now
-    mi_segments_try_purge_huge(INT64_MAX);
+    _mi_segments_try_purge_huge(INT64_MAX);
     mi_shared_try_purge(_mi_prim_clock_now(), true);
   }
   else if (tld->ending && mi_option_is_enabled(mi_option_abandoned_page_reset)) {

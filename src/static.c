@@ -31,6 +31,7 @@
 #include "region.c"
 #include "abandoned.c"
 #include "segment.c"
+#include "segment-huge.c"
 #include "segment-walk.c"
 #include "purge-thread.c"
 #include "page-queue.c"
