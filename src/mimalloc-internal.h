@@ -291,7 +291,6 @@ void       _mi_due_note(mi_due_t kind, int64_t expire);   // `kind` is due at `e
 int64_t    _mi_due_claim(mi_due_t kind, int64_t now, bool force);   // take the due time if it passed (any pending one if forced): the taker does the work; 0: not due, or taken by another thread
 bool       _mi_due_enter(mi_due_t kind, int64_t now);   // claim, inside a housekeeping section (put back while a fork is under way)
 void       _mi_due_leave(mi_due_t kind);              // end of that section; the purge thread is noted if `kind` is pending again
-bool       _mi_due_any(unsigned kinds);               // is any of `kinds` (a mask of 1 << kind) pending?
 int64_t    _mi_due_next(void);                        // the earliest pending due time (0: none)
 void       _mi_due_fork_child(mi_due_t kind);         // in a forked child: nothing of `kind` is pending
 extern _Atomic(uintptr_t) _mi_purger_state;
@@ -303,7 +302,6 @@ void       _mi_purger_threads_changed(void);  // the count of threads with a hea
 // page-queue.c
 size_t     _mi_bin_size(uint8_t bin);
 mi_page_queue_t* _mi_page_queue(const mi_heap_t* heap, size_t size);
-mi_page_queue_t* _mi_heap_page_queue_of(mi_heap_t* heap, const mi_page_t* page);
 void       _mi_page_queue_push(mi_heap_t* heap, mi_page_queue_t* queue, mi_page_t* page);
 void       _mi_page_queue_remove(mi_page_queue_t* queue, mi_page_t* page);
 void       _mi_page_queue_enqueue_from(mi_page_queue_t* to, mi_page_queue_t* from, mi_page_t* page);
@@ -496,6 +494,14 @@ static inline void mi_atomic_expire_lower(_Atomic(int64_t)* p, int64_t expire) {
 static inline int64_t _mi_due_at(mi_due_t kind) {
   return mi_atomic_load_relaxed(&_mi_due_times[kind]);
 }
+// Is any of `kinds` (a mask of 1 << kind) pending? (Inline: with a constant
+// mask it is a load and a test per kind.)
+static inline bool _mi_due_any(unsigned kinds) {
+  for (size_t kind = 0; kind < MI_DUE_COUNT; kind++) {
+    if ((kinds & (1u << kind)) != 0 && _mi_due_at((mi_due_t)kind) != 0) return true;
+  }
+  return false;
+}
 // At a safe point of the allocator (no operation under way on this thread):
 // start the background purge thread if a pending purge asked for it.
 static inline void _mi_purger_poll(void) {
@@ -506,8 +512,9 @@ static inline size_t mi_bsr(uintptr_t x) {
   return (MI_INTPTR_BITS - 1 - mi_clz(x));
 }
 
-// The bin (size class) of a block size: inline, as every allocation slow path needs it.
-static inline uint8_t _mi_bin(size_t size) {
+// The bin (size class) of a block size: always inline, as every allocation
+// slow path and page retire need it.
+static mi_decl_forceinline uint8_t _mi_bin(size_t size) {
   size_t wsize = _mi_wsize_from_size(size);
   uint8_t bin;
   if (wsize <= 1) {
@@ -842,6 +849,21 @@ static inline void mi_page_set_has_sampled(mi_page_t* page, bool has_sampled) {
 
 static inline bool mi_page_is_huge(const mi_page_t* page) {
   return (_mi_page_segment(page)->page_kind == MI_PAGE_HUGE);
+}
+
+// The queue a page belongs to: full, huge (by segment kind: a big-alignment
+// block may be small), or its bin. Always inline: page retire and free's
+// slow paths need it, and gcc's inliner dropped it from _mi_page_retire as
+// the library grew (10 instructions more per malloc+free of a block alone
+// in its page).
+static mi_decl_forceinline mi_page_queue_t* _mi_heap_page_queue_of(mi_heap_t* heap, const mi_page_t* page) {
+  uint8_t bin;
+  if (mi_page_is_in_full(page)) bin = MI_BIN_FULL;
+  else if (mi_page_is_huge(page)) bin = MI_BIN_HUGE;
+  else bin = _mi_bin(page->xblock_size);
+  mi_page_queue_t* pq = &heap->pages[bin];
+  mi_assert_internal(bin >= MI_BIN_HUGE || page->xblock_size == pq->block_size);
+  return pq;
 }
 
 // ------------------------------------------------------

@@ -49,17 +49,6 @@ mi_page_queue_t* _mi_page_queue(const mi_heap_t* heap, size_t size) {
   return (mi_page_queue_t*)&heap->pages[_mi_bin(size)];
 }
 
-// The queue a page belongs to: full, huge (by segment kind: a big-alignment
-// block may be small), or its bin.
-mi_page_queue_t* _mi_heap_page_queue_of(mi_heap_t* heap, const mi_page_t* page) {
-  uint8_t bin;
-  if (mi_page_is_in_full(page)) bin = MI_BIN_FULL;
-  else if (mi_page_is_huge(page)) bin = MI_BIN_HUGE;
-  else bin = _mi_bin(page->xblock_size);
-  mi_page_queue_t* pq = &heap->pages[bin];
-  mi_assert_internal(bin >= MI_BIN_HUGE || page->xblock_size == pq->block_size);
-  return pq;
-}
 
 #if (MI_DEBUG >= 3)
 static bool mi_page_queue_contains(mi_page_queue_t* queue, const mi_page_t* page) {

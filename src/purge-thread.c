@@ -97,13 +97,6 @@ void _mi_due_leave(mi_due_t kind) {
   if (_mi_due_at(kind) != 0) _mi_purger_note();
 }
 
-bool _mi_due_any(unsigned kinds) {
-  for (size_t kind = 0; kind < MI_DUE_COUNT; kind++) {
-    if ((kinds & (1u << kind)) != 0 && _mi_due_at((mi_due_t)kind) != 0) return true;
-  }
-  return false;
-}
-
 int64_t _mi_due_next(void) {
   int64_t next = 0;
   for (size_t kind = 0; kind < MI_DUE_COUNT; kind++) {
