@@ -244,35 +244,27 @@ static void mi_free_shared(mi_page_t* page, mi_block_t* block) {
   }
 }
 
-// Free a block of another thread's (or an abandoned) segment.
+// Free a block of a page another heap holds (or none): a page of a shared
+// segment, or the block of a huge segment (the only segments a thread owns).
 static void mi_free_remote(mi_segment_t* segment, mi_page_t* page, mi_block_t* block, uintptr_t owner) {
   if (owner == MI_THREAD_ID_SHARED) {
     mi_free_shared(page, block);
     return;
   }
-  const bool in_set = mi_segment_in_abandoned_set(segment);
-  if (owner != 0 && segment->page_kind == MI_PAGE_HUGE) {
+  mi_assert_internal(segment->page_kind == MI_PAGE_HUGE);
+  if (owner != 0) {
     // the owner gives the segment back at its next slow path; the memory goes now
     _mi_segment_huge_page_purge(segment, page, block);
   }
-  bool gave_up = false;
   for (;;) {
-    if (owner == 0 && segment->page_kind == MI_PAGE_HUGE) {
+    if (owner == 0) {
       // abandoned huge block: its segment is freed at once
       _mi_segment_huge_page_free(segment, page, block);
       return;
     }
-    if (owner == 0 && !in_set && _mi_segment_reclaim_on_free(segment, mi_get_default_heap())) {
-      // an abandoned segment outside the regions: only a freeing thread finds it
-      mi_free_block_local(page, block);
-      return;
-    }
-    const bool await_abandon = (!in_set && owner != 0 && owner != MI_THREAD_ID_VANISHED && !gave_up);
-    if (mi_free_block_mt(page, block, await_abandon)) break;
-    owner = _mi_segment_await_abandon(segment, owner, &gave_up);
+    if (mi_free_block_mt(page, block, owner != MI_THREAD_ID_VANISHED)) return;
+    owner = _mi_segment_await_abandon(segment, owner);
   }
-  // a free into an abandoned segment is collected by the abandoned sweep
-  if (owner == 0) _mi_segment_abandoned_free_note();
 }
 
 // Free a block of a page owned by another thread (or abandoned): push it on

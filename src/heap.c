@@ -54,7 +54,7 @@ static bool mi_heap_is_valid(mi_heap_t* heap) {
 
 typedef enum mi_collect_e {
   MI_NORMAL,   // free empty pages, process delayed work
-  MI_FORCE,    // also flush everything pending and reclaim abandoned segments
+  MI_FORCE,    // also flush everything pending, and sweep the abandoned pages
   MI_ABANDON   // thread exit: abandon the pages that still hold blocks
 } mi_collect_t;
 
@@ -83,15 +83,9 @@ static void mi_heap_collect_ex(mi_heap_t* heap, mi_collect_t collect) {
   if (heap == NULL || !mi_heap_is_initialized(heap)) return;
   _mi_deferred_free(heap, collect >= MI_FORCE);
   // the heaps of ended threads that no thread took over (all, when forced:
-  // abandoned, so that the reclaim below takes them back)
+  // abandoned, so that their empty pages go back with the sweep below)
   if (collect != MI_ABANDON) _mi_orphans_collect(collect == MI_FORCE);
 
-  // a forced collect of a backing heap takes back all abandoned segments
-  if (collect == MI_FORCE && mi_heap_is_backing(heap)) {
-    _mi_abandoned_reclaim_all(heap, &heap->tld->segments);
-    // a sweep (the background purge thread's) held some of them meanwhile
-    if (_mi_housekeeping_await()) _mi_abandoned_reclaim_all(heap, &heap->tld->segments);
-  }
   // when abandoning, no remote thread may push on this heap's delayed list
   // anymore; the segments the thread empties from here on go back to the
   // regions like any others (their memory waits for its delay: the threads
@@ -126,13 +120,13 @@ static bool mi_heap_page_set_owner(mi_heap_t* heap, mi_page_queue_t* pq, mi_page
 }
 
 // The backing heap of a thread that ends (or another thread taking it over):
-// it and every segment it has pages in, or keeps otherwise, get owner id
-// `owner` (an orphan heap's, or the new thread's).
+// it and the segments it owns (those of its huge blocks: every other page is
+// in a shared segment, which has no owner) get owner id `owner` (an orphan
+// heap's, or the new thread's).
 void _mi_heap_set_owner(mi_heap_t* heap, uintptr_t owner) {
   mi_assert_internal(mi_heap_is_backing(heap) && heap->tld->heaps == heap);
   heap->thread_id = owner;
   mi_heap_visit_pages(heap, &mi_heap_page_set_owner, &owner, NULL);
-  _mi_segments_set_owner(&heap->tld->segments, owner);
 }
 
 void _mi_heap_collect_abandon(mi_heap_t* heap) {

@@ -405,9 +405,9 @@ static void mi_process_done(void) {
 // ---------------------------------------------------------------------------
 // Housekeeping and fork
 //
-// The process-wide housekeeping (region purges, the abandoned sweep, the
-// reclaim scans; the trim, which holds segments and their trim locks) claims
-// region blocks and abandoned segments for a moment,
+// The process-wide housekeeping (region purges; the trim, which holds
+// segments and their trim locks) claims region blocks and segments for a
+// moment,
 // and gives them back when done. If the process forked meanwhile, the child
 // would have them claimed for good by a thread it does not have (memory it
 // could never reuse or return). So these sections pass a gate: a fork waits

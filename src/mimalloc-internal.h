@@ -221,17 +221,7 @@ void       _mi_region_free(void* p, size_t size, mi_memid_t memid, bool fully_co
 bool       _mi_regions_check_claims(void);   // (tests) every claimed block belongs to a segment
 bool       _mi_region_collect(bool force, bool free_unused);   // false: skipped (a fork is under way)
 void       _mi_region_try_purge(void);
-size_t     _mi_region_slots(void);
-uint8_t*   _mi_region_start(size_t idx);
 void       _mi_regions_usage(size_t* free_resident, size_t* releasable);   // freed blocks that may be resident (bytes), and those a purge returns
-
-// abandoned.c
-void       _mi_abandoned_push(mi_segment_t* segment);
-bool       _mi_abandoned_claim(mi_segment_t* segment);
-bool       _mi_abandoned_contains(const mi_segment_t* segment);   // in the set now (not claimed)
-mi_segment_t* _mi_abandoned_next(size_t* cursor);
-void       _mi_abandoned_visit(void (*fn)(mi_segment_t* segment, void* arg), void* arg);
-size_t     _mi_abandoned_count(void);
 
 // segment-map.c
 bool       _mi_segment_map_allocated_at(const mi_segment_t* segment);   // false: above the covered range
@@ -251,14 +241,12 @@ void       _mi_segment_page_free(mi_page_t* page, bool force, mi_segments_tld_t*
 void       _mi_segment_page_abandon(mi_page_t* page, mi_segments_tld_t* tld);
 uint8_t*   _mi_segment_page_start(const mi_segment_t* segment, const mi_page_t* page, size_t block_size, size_t* page_size, size_t* pre_size);
 void       _mi_segment_abandoned_free_note(void);
-bool       _mi_segment_reclaim_on_free(mi_segment_t* segment, mi_heap_t* heap);
 void       _mi_segments_try_purge(void);     // the pending huge purges, the abandoned sweep and the shared segments' purges, when due
-void       _mi_abandoned_reclaim_all(mi_heap_t* heap, mi_segments_tld_t* tld);
 void       _mi_segments_collect(bool force, mi_segments_tld_t* tld);
 size_t     _mi_segment_big_aligned_ofs(size_t align_offset);   // 0: no place for such a pointer
 void       _mi_segment_huge_page_free(mi_segment_t* segment, mi_page_t* page, mi_block_t* block);
 void       _mi_segment_huge_page_purge(mi_segment_t* segment, mi_page_t* page, mi_block_t* block);
-uintptr_t  _mi_segment_await_abandon(const mi_segment_t* segment, uintptr_t owner, bool* gave_up);
+uintptr_t  _mi_segment_await_abandon(const mi_segment_t* segment, uintptr_t owner);
 void       _mi_segments_fork_child(void);
 void       _mi_segments_fork_prepare(void);
 void       _mi_segments_fork_parent(void);
@@ -268,7 +256,6 @@ void       _mi_segment_shared_page_abandon(mi_page_t* page, mi_segments_tld_t* t
 void       _mi_regions_fork_child(void);
 bool       _mi_region_resident_free_above(size_t size);
 void       _mi_segment_set_owner(mi_segment_t* segment, uintptr_t owner);
-void       _mi_segments_set_owner(mi_segments_tld_t* tld, uintptr_t owner);   // the segments the thread keeps outside its heaps' pages
 void       _mi_segment_huge_release_at(size_t min_size);   // huge blocks of at least this size go back at once when freed
 
 // segment-walk.c
@@ -280,7 +267,7 @@ void       _mi_segments_usage(mi_usage_t* usage);   // the mallinfo figures
 typedef enum mi_due_e {
   MI_DUE_REGION,      // freed segments' memory in the regions (region.c)
   MI_DUE_HUGE,        // huge blocks other threads freed (segment.c, "Huge blocks freed by another thread")
-  MI_DUE_SWEEP,       // the abandoned sweep (segment.c)
+  MI_DUE_SWEEP,       // the sweep of the abandoned pages whose blocks all came back (segment.c)
   MI_DUE_SHARED,      // the shared segments' page purges (segment.c)
   MI_DUE_ORPHANS,     // the orphan heaps (init.c)
   MI_DUE_COUNT
@@ -610,13 +597,6 @@ static inline uintptr_t _mi_ptr_cookie(const void* p) {
 // The segment unit containing p (for NULL: NULL).
 static inline mi_segment_t* _mi_ptr_segment(const void* p) {
   return (mi_segment_t*)((uintptr_t)p & ~MI_SEGMENT_MASK);
-}
-
-// An abandoned segment in a region is found through the abandoned set
-// (abandoned.c: reclaim scan, sweep); the others (huge segments, segments mapped
-// straight from the OS) only by a thread that frees into them.
-static inline bool mi_segment_in_abandoned_set(const mi_segment_t* segment) {
-  return (segment->memid.region_idx > 0 && segment->page_kind != MI_PAGE_HUGE);
 }
 
 static inline size_t mi_segment_page_index(const mi_segment_t* segment, const void* p) {

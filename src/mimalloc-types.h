@@ -353,10 +353,8 @@ typedef struct mi_padding_s {
 #define MI_RECYCLES                       (64)      // free lists refilled without the generic path's housekeeping between its runs (_mi_page_refill)
 #define MI_RETIRE_MAX_SIZE                (512*KiB) // page area a heap keeps retired at most (the last page of a size class always may be); 1 MiB raised bench batch peak RSS by a segment
 
-#define MI_RECLAIM_TRIES                  (8)       // abandoned segments inspected per fresh-page request
-#define MI_RECLAIM_FORCE_VISITS           (3)       // a segment passed over this often is reclaimed anyway
 #define MI_PURGE_DELAY_MAX                ((int64_t)24 * 3600 * 1000)  // ms (a day): the range of reset_delay, and the cap of a value set at run time
-#define MI_ABANDON_AWAIT_MAX              (4096)    // yields a remote free waits for an owner abandoning a multi-page segment outside the abandoned set
+#define MI_ABANDON_AWAIT_MAX              (4096)    // yields a remote free of a large block waits for the owner thread abandoning its page (free.c)
 
 // Regions: the process-wide memory layer.
 #define MI_REGION_BLOCKS                  (MI_INTPTR_BITS)                 // 64 segment blocks each
@@ -513,7 +511,7 @@ typedef struct mi_memid_s {
 // Invariants: used <= capacity; abandoned <= used; thread_id == 0 iff abandoned;
 // free_mask has bit i iff !pages[i].segment_in_use.
 // The header is only touched by the owner, except thread_id (atomic, CAS by
-// reclaimers), the fields read-only after creation (kind, shift, sizes, memid),
+// the thread that frees an abandoned huge block), the fields read-only after creation (kind, shift, sizes, memid),
 // and the page-level state a trimmer may purge (segment-walk.c, the trim): free_mask,
 // the committed and purged bits of free pages, and trim_purged are read and
 // written only while holding trim_lock (the owner takes it around claims,
@@ -535,11 +533,10 @@ typedef struct mi_segment_s {
   size_t     huge_purged;       // bytes purged outside its pages, counted in `reset` until the segment goes: huge, its block's while in use (another thread freed it; set by the thread that purges, before the owner may free the segment); lean, the rest of its 4 MiB unit
   _Atomic(uint64_t) guard_mask; // MI_SECURE_PAGE_GUARDS: pages (slices) whose end guard is installed (bit i: pages[i]); atomic and/or: a shared segment's runs set theirs outside its lock
 
-  struct mi_segment_s* next;    // free-segment queue links (owner only)
+  struct mi_segment_s* next;    // shared segments: the list of their kind, or the segment cache (under the shared lock)
   struct mi_segment_s* prev;
 
   size_t     abandoned;         // pages abandoned (no heap) among the used ones
-  uint32_t   abandoned_visits;  // times inspected for reclaim without being taken
   uint32_t   capacity;          // number of pages
   size_t     used;              // pages in use
   size_t     segment_size;      // segment bytes (4 MiB, or more for huge)
@@ -549,8 +546,6 @@ typedef struct mi_segment_s {
 
   uint64_t   purge_mask;        // unused pages whose delayed purge is pending (bit i: pages[i])
   int64_t    purge_expire;      // earliest expiry among them (ms); 0 iff purge_mask == 0
-  struct mi_segment_s* purge_next;  // the owner's list of segments with pending purges
-  struct mi_segment_s* purge_prev;
   _Atomic(uintptr_t) thread_id; // owner thread, 0 when abandoned
   _Atomic(uintptr_t) trim_lock; // the thread id of whoever changes or purges page-level state now, 0: nobody
   uint64_t   free_mask;         // pages not in use (bit i: pages[i]; under trim_lock)
@@ -689,21 +684,8 @@ typedef struct mi_stats_s {
 // Thread-local data
 // ------------------------------------------------------
 
-typedef struct mi_segment_queue_s {
-  mi_segment_t* first;
-  mi_segment_t* last;
-} mi_segment_queue_t;
-
-// Segments with pending page purges (purge_mask != 0), in no particular order.
-typedef struct mi_segment_purge_list_s {
-  mi_segment_t* first;
-  int64_t       expire;                // earliest purge_expire of the list (0: empty)
-} mi_segment_purge_list_t;
-
 typedef struct mi_segments_tld_s {
-  mi_segment_queue_t    large_free;    // large segments with an unused slice
-  mi_segment_purge_list_t purge;       // owned segments with unused pages waiting for their purge
-  size_t count;                        // segments owned
+  size_t count;                        // segments owned (huge ones)
   size_t peak_count;
   size_t current_size;                 // bytes of segments owned
   size_t peak_size;
@@ -712,7 +694,6 @@ typedef struct mi_segments_tld_s {
   size_t stash_count;
   int64_t stash_expire;                // when the stash goes back to the shared segments (ms; 0: empty)
   size_t region_cursor;                // where this thread last found region space
-  size_t reclaim_cursor;               // where the abandoned-segment scan continues
   bool   ending;                       // the thread is ending: the segments it empties go to the region under the exit budget
 } mi_segments_tld_t;
 

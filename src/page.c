@@ -586,7 +586,7 @@ static void mi_page_init(mi_heap_t* heap, mi_page_t* page, size_t block_size) {
 static mi_page_t* mi_page_fresh_alloc(mi_heap_t* heap, mi_page_queue_t* pq, size_t block_size, size_t page_alignment, size_t align_offset) {
   _mi_stats_interval_tick();   // a snapshot to stats_file if one is due and its thread cannot write it
   mi_page_t* page = _mi_segment_page_alloc(heap, block_size, page_alignment, align_offset, &heap->tld->segments);
-  if (page == NULL) return NULL;   // out of memory, or a reclaimed page went into the queue
+  if (page == NULL) return NULL;   // out of memory, or an adopted page went into the queue
   mi_page_init(heap, page, block_size);
   pq->taken++;
   _mi_page_queue_push(heap, pq, page);
@@ -632,7 +632,7 @@ static mi_page_t* mi_page_queue_find_free_ex(mi_heap_t* heap, mi_page_queue_t* p
     _mi_heap_collect_retired(heap, false, false);
     page = mi_page_fresh(heap, pq);
     if (page == NULL && first_try) {
-      // a reclaimed page may have been pushed on the queue: search again
+      // an adopted page may have been pushed on the queue: search again
       page = mi_page_queue_find_free_ex(heap, pq, false);
     }
   }

@@ -3,8 +3,8 @@
   table, below), and the background purge thread (option background_purge)
   that runs them.
 
-  Freed segments wait in their regions, and free pages of abandoned segments
-  in the abandoned set, for a delayed purge (region.c, segment.c). Without
+  Freed segments wait in their regions, and free pages in the shared
+  segments, for a delayed purge (region.c, segment.c). Without
   this thread those purges run only inside allocator calls, so a thread that
   frees much memory and then blocks keeps it resident. This thread performs
   the process-wide purges when they are due, and nothing else:
@@ -175,7 +175,7 @@ static void mi_purger_main(void* arg) {
   }
 }
 
-// A purge became pending in a region or in the abandoned set.
+// A purge became pending (a region's, a segment's, a huge block's, a sweep).
 void _mi_purger_note(void) {
   const uintptr_t state = mi_atomic_load_relaxed(&_mi_purger_state);
   if (state == MI_PURGER_RUNNING) {

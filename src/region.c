@@ -38,15 +38,11 @@
   first), before any other region or OS memory. 1.6 put 32 MiB-block arenas
   under its regions for this; four ready regions need no second bitmap layer.
 
-  Which region segments are abandoned is kept beside the regions, in the
-  same shape (one word per region slot), by abandoned.c.
-
   Alternative rejected: a global free-segment list with a lock (a lock on
   the segment path).
 
   Known limits: at most 1024 regions (256 GiB) are tracked at once; beyond
-  that segments come straight from the OS and work, but are outside the
-  abandoned set (a thread that frees into them claims them).
+  that segments come straight from the OS and work.
 -----------------------------------------------------------------------------*/
 #include "mimalloc-internal.h"
 #include "prim/prim.h"
@@ -717,22 +713,6 @@ int mi_reserve_huge_os_pages(size_t pages, double max_secs, size_t* pages_reserv
   const int err = mi_reserve_huge_interleave(pages, 0, timeout, &reserved);
   if (pages_reserved != NULL) *pages_reserved = reserved;
   return err;
-}
-
-// ---------------------------------------------------------------------------
-// Region slots, for the abandoned set (abandoned.c)
-// ---------------------------------------------------------------------------
-
-// Region slots handed out so far (live or dead).
-size_t _mi_region_slots(void) {
-  return mi_atomic_load_acquire(&regions_count);
-}
-
-// The start of the region in slot `idx`; only meaningful while one of its
-// blocks is in use (a region with blocks in use stays live).
-uint8_t* _mi_region_start(size_t idx) {
-  mi_assert_internal(idx < MI_REGION_MAX);
-  return (uint8_t*)mi_atomic_load_acquire(&regions[idx].start);
 }
 
 // ---------------------------------------------------------------------------

@@ -2,8 +2,8 @@
   segment-internal.h -- what the files of the segment layer share among
   themselves, and nothing else includes.
 
-  The segment layer is segment.c (segments, their pages, purges, abandon and
-  reclaim, the shared segments), segment-huge.c (what is particular to huge
+  The segment layer is segment.c (segments, their pages, purges, the shared
+  segments and their abandoned pages), segment-huge.c (what is particular to huge
   segments: remote frees and their pending purges, populate), segment-walk.c
   (the walks over every segment: trim, usage figures, the fork child) and
   segment-map.c (which addresses are segments, and the pointer lookups). The rest of the library

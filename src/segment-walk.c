@@ -186,14 +186,12 @@ void _mi_segments_usage(mi_usage_t* usage) {
 // thread was running when fork() copied memory), so the child must never
 // reuse it: it gets an owner id no thread can have, so a new thread that
 // inherits the vanished thread's stack (and so its thread id) cannot mistake
-// it for its own, and nobody reclaims it. Frees into it are remote frees that
-// are never collected: the child leaks that memory, which 1.6 did too.
-// Abandoned segments stay abandoned, for the child to reclaim and sweep: the
-// fork waited for the housekeeping that claims them for a moment (init.c),
-// so one in the set still has its abandoned bit, and one outside the regions
-// is claimed by a CAS of its owner id from 0, which no vanished thread
-// completed if the id is still 0. (A segment in the set with owner 0 and no
-// bit was being abandoned by a vanished thread: it gets the vanished id.) Nothing is written
+// it for its own. Frees into it are remote frees that are never collected:
+// the child leaks that memory, which 1.6 did too. (Only huge segments have
+// an owner thread: the shared ones have MI_THREAD_ID_SHARED.) An abandoned
+// huge segment stays abandoned, for the thread that frees its block: it is
+// claimed by a CAS of its owner id from 0, which no vanished thread
+// completed if the id is still 0. Nothing is written
 // but the owner id (few copy-on-write faults). A page of the forking thread
 // that a vanished thread left in DELAYED_FREEING goes back to USE_DELAYED_FREE.
 static void mi_segment_fork_child(mi_segment_t* segment, void* arg) {
@@ -209,8 +207,7 @@ static void mi_segment_fork_child(mi_segment_t* segment, void* arg) {
       }
     }
   }
-  else if (owner != MI_THREAD_ID_VANISHED &&
-           (owner != 0 || (mi_segment_in_abandoned_set(segment) && !_mi_abandoned_contains(segment)))) {
+  else if (owner != MI_THREAD_ID_VANISHED && owner != 0) {
     mi_atomic_store_release(&segment->thread_id, MI_THREAD_ID_VANISHED);
   }
 }

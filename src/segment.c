@@ -12,7 +12,9 @@
   ("The page stash"). A heap's first page of a small size is a *lean page*
   instead: a slice of 16 KiB of a shared lean segment (1 MiB of a 4 MiB unit;
   "Lean pages" below). A thread owns segments of its own only for the huge
-  blocks, and for the pages a signal handler of the lock's holder needs.
+  blocks. (A signal handler that interrupts the lock's holder and needs a
+  new page gets none: malloc is not async-signal-safe; docs/design.md,
+  "Signal handlers".)
 
   Pages given back to a segment wait for a *delayed purge*: after
   `reset_delay` ms their memory is purged, unless they are claimed again
@@ -22,21 +24,11 @@
   per page in a per-thread queue (one madvise per page).
 
   When a thread ends, its pages of small and medium blocks in use wait on a
-  list of their size class for a thread that adopts them ("Abandoned pages").
-  The rest of this paragraph is about the segments a thread owns.
-  A segment with only abandoned pages is *abandoned*: owner id 0 and, if it
-  lives in a region, its bit set in the abandoned set (abandoned.c). Clearing
-  that bit is the claim token (`_mi_abandoned_claim`); a segment outside
-  the bitmaps (huge segments, OS-direct segments) is claimed by a CAS of its
-  owner id from 0. Claimed segments are reclaimed into the claiming thread's
-  *backing* heap, never into a user heap, so that `mi_heap_destroy` can only
-  free its own blocks. Reclaim happens on allocation (bounded scan); the
-  abandoned sweep collects what other threads freed into abandoned segments,
-  frees the empty ones and performs their due purges. A thread freeing into
-  an abandoned segment used to take the segment over ("reclaim on free"):
-  rejected, since segments then bounced between short-lived threads (see
-  docs/design.md, "Threads"), except for segments outside the regions, which
-  nothing else can find.
+  list of their size class for a thread that adopts them ("Abandoned
+  pages"), and a large page for whoever frees its block. A huge segment
+  whose block is still in use is *abandoned*: owner id 0, and the thread
+  that frees the block claims it by a CAS of the owner id from 0 and frees
+  it (segment-huge.c).
 
   Big alignments (> 2 MiB): a huge segment whose block holds the pointer
   handed out in its first unit, past the header, or exactly one unit after
@@ -60,76 +52,12 @@
 #include "prim/prim.h"
 
 // ---------------------------------------------------------------------------
-// Segment queues (free-segment queues of the thread)
-// ---------------------------------------------------------------------------
-
-#if (MI_DEBUG >= 3)
-static bool mi_segment_queue_contains(const mi_segment_queue_t* queue, const mi_segment_t* segment) {
-  for (mi_segment_t* s = queue->first; s != NULL; s = s->next) {
-    if (s == segment) return true;
-  }
-  return false;
-}
-#endif
-
-static void mi_segment_queue_remove(mi_segment_queue_t* queue, mi_segment_t* segment) {
-  mi_assert_expensive(mi_segment_queue_contains(queue, segment));
-  if (segment->prev != NULL) segment->prev->next = segment->next;
-  if (segment->next != NULL) segment->next->prev = segment->prev;
-  if (segment == queue->first) queue->first = segment->next;
-  if (segment == queue->last) queue->last = segment->prev;
-  segment->next = NULL;
-  segment->prev = NULL;
-}
-
-static void mi_segment_enqueue(mi_segment_queue_t* queue, mi_segment_t* segment) {
-  mi_assert_expensive(!mi_segment_queue_contains(queue, segment));
-  segment->next = NULL;
-  segment->prev = queue->last;
-  if (queue->last != NULL) {
-    queue->last->next = segment;
-    queue->last = segment;
-  }
-  else {
-    queue->last = queue->first = segment;
-  }
-}
-
-static mi_segment_queue_t* mi_segment_free_queue_of_kind(mi_page_kind_t kind, mi_segments_tld_t* tld) {
-  if (kind == MI_PAGE_LARGE) return &tld->large_free;
-  return NULL;
-}
-
-static mi_segment_queue_t* mi_segment_free_queue(const mi_segment_t* segment, mi_segments_tld_t* tld) {
-  return mi_segment_free_queue_of_kind(segment->page_kind, tld);
-}
-
-static bool mi_segment_is_in_free_queue(const mi_segment_t* segment, mi_segments_tld_t* tld) {
-  mi_segment_queue_t* queue = mi_segment_free_queue(segment, tld);
-  bool in_queue = (queue != NULL && (segment->next != NULL || segment->prev != NULL || queue->first == segment));
-  mi_assert_expensive(!in_queue || mi_segment_queue_contains(queue, segment));
-  return in_queue;
-}
-
-static void mi_segment_remove_from_free_queue(mi_segment_t* segment, mi_segments_tld_t* tld) {
-  mi_segment_queue_t* queue = mi_segment_free_queue(segment, tld);
-  if (queue != NULL && mi_segment_is_in_free_queue(segment, tld)) {
-    mi_segment_queue_remove(queue, segment);
-  }
-}
-
-static void mi_segment_insert_in_free_queue(mi_segment_t* segment, mi_segments_tld_t* tld) {
-  mi_segment_enqueue(mi_segment_free_queue(segment, tld), segment);
-}
-
-// ---------------------------------------------------------------------------
 // Invariants
 // ---------------------------------------------------------------------------
 
 static size_t mi_segment_page_size(const mi_segment_t* segment);
 static size_t mi_segment_guard_size(void);
 static bool mi_page_is_continuation(const mi_page_t* page);
-static void mi_segment_abandon(mi_segment_t* segment, mi_segments_tld_t* tld);
 
 #if (MI_DEBUG >= 3)
 static bool mi_segment_is_valid(const mi_segment_t* segment, mi_segments_tld_t* tld) {
@@ -282,12 +210,6 @@ static bool mi_segment_large_find_run_cost(const mi_segment_t* segment, size_t b
     if (c < *cost) { *cost = c; *first = i; }
   }
   return true;
-}
-
-// (a thread's own segments of slices: pages sized for MI_SLICE_PAGE_BLOCKS medium blocks)
-static bool mi_segment_large_find_run(const mi_segment_t* segment, size_t block_size, size_t* first) {
-  size_t cost;
-  return mi_segment_large_find_run_cost(segment, block_size, MI_SLICE_PAGE_BLOCKS, first, &cost);
 }
 
 // The slices of a page: more than one only for a large page in use, whose
@@ -482,7 +404,7 @@ static void mi_segments_track_size(int64_t segment_size, mi_segments_tld_t* tld)
 // folds into their is_purged bits the next time it takes the lock, so the
 // owner's unlocked reads of its own descriptors race with nothing. The lock
 // is re-entrant for the thread that holds it: a signal handler that
-// allocates while its thread is inside such an operation goes on instead of
+// frees while its thread is inside such an operation goes on instead of
 // waiting for itself (a trim holds locks under another id and with its
 // signals blocked). Rejected: a request the owner honours at its next call
 // (a blocked thread never makes one), and atomic page states (the fast paths
@@ -530,18 +452,14 @@ static inline bool mi_segment_is_locked(const mi_segment_t* segment) {
 //
 // An unused page (or slice) of a small or large segment is not purged at once: its bit
 // is set in the segment's purge_mask with an expiry `reset_delay` ms ahead
-// (kept in the unused page's descriptor), and the segment joins its
-// owner's purge list. Claiming the page before then clears the bit: no system
+// (kept in the unused page's descriptor), and the segment's time is noted in
+// the due table (MI_DUE_SHARED; huge segments have no page purges). Claiming the page before then clears the bit: no system
 // call. When a segment's earliest expiry has passed, every pending page of it
 // that is due (or due within a quarter of the delay) is purged, one system
 // call per run of adjacent pages, so a segment whose pages emptied together
-// costs one madvise instead of one per page.
-//
-// Abandoned segments keep their pending purges: the thread that reclaims the
-// segment inherits them, and until then the process-wide sweep
-// (_mi_segments_try_purge) purges them when they are due. So a thread
-// that ends purges nothing itself, and a segment reclaimed soon after by the
-// next thread is used again without a purge and a refault.
+// costs one madvise instead of one per page. A thread that ends purges
+// nothing itself: the pages it gave back wait for their delay like any
+// others, for the threads that follow.
 
 static bool mi_page_is_purgeable(const mi_segment_t* segment, const mi_page_t* page) {
   return (!segment->mem_is_pinned && page->is_committed && !page->is_purged);
@@ -605,28 +523,6 @@ static void mi_segment_purge_pages(mi_segment_t* segment, uint64_t mask) {
   }
 }
 
-static void mi_purge_list_add(mi_segment_t* segment, mi_segments_tld_t* tld) {
-  mi_assert_internal(segment->purge_mask != 0 && segment->purge_prev == NULL && segment->purge_next == NULL);
-  segment->purge_next = tld->purge.first;
-  if (tld->purge.first != NULL) tld->purge.first->purge_prev = segment;
-  tld->purge.first = segment;
-  if (tld->purge.expire == 0 || segment->purge_expire < tld->purge.expire) tld->purge.expire = segment->purge_expire;
-}
-
-static bool mi_purge_list_contains(const mi_segment_t* segment, const mi_segments_tld_t* tld) {
-  return (segment->purge_prev != NULL || tld->purge.first == segment);
-}
-
-// (tld->purge.expire may stay early: that costs one needless walk of the list)
-static void mi_purge_list_remove(mi_segment_t* segment, mi_segments_tld_t* tld) {
-  if (tld == NULL || !mi_purge_list_contains(segment, tld)) return;
-  if (segment->purge_prev != NULL) segment->purge_prev->purge_next = segment->purge_next;
-  if (segment->purge_next != NULL) segment->purge_next->purge_prev = segment->purge_prev;
-  if (tld->purge.first == segment) tld->purge.first = segment->purge_next;
-  segment->purge_next = segment->purge_prev = NULL;
-  if (tld->purge.first == NULL) tld->purge.expire = 0;
-}
-
 // Purge the pending pages of a segment that are due at `now` (all if forced)
 // and recompute its expiry.
 static void mi_segment_purge_due(mi_segment_t* segment, int64_t now, bool force) {
@@ -654,9 +550,8 @@ static void mi_segment_purge_due(mi_segment_t* segment, int64_t now, bool force)
 }
 
 // Unused pages (or the slices of a large page): purge them after the delay,
-// unless they are claimed before. `tld` is the owner's, or NULL for an
-// abandoned segment (the sweep's).
-static void mi_segment_purge_add(mi_segment_t* segment, uint64_t mask, mi_segments_tld_t* tld) {
+// unless they are claimed before.
+static void mi_segment_purge_add(mi_segment_t* segment, uint64_t mask) {
   if (!mi_option_is_enabled(mi_option_page_reset)) return;
   if (segment->page_kind == MI_PAGE_HUGE) return;
   for (uint64_t m = mask; m != 0; m &= m - 1) {
@@ -673,83 +568,44 @@ static void mi_segment_purge_add(mi_segment_t* segment, uint64_t mask, mi_segmen
   const int64_t expire = _mi_prim_clock_now() + delay;
   for (uint64_t m = mask; m != 0; m &= m - 1) segment->pages[mi_ctz(m)].purge_expire = expire;
   segment->purge_mask |= mask;
-  if (segment->purge_expire == 0) {
-    segment->purge_expire = expire;
-    if (tld != NULL) mi_purge_list_add(segment, tld);
-  }
-  else if (expire < segment->purge_expire) {   // (the delay was shortened meanwhile)
-    segment->purge_expire = expire;
-    if (tld != NULL && expire < tld->purge.expire) tld->purge.expire = expire;
-  }
+  if (segment->purge_expire == 0 || expire < segment->purge_expire) segment->purge_expire = expire;   // (earlier: the delay was shortened meanwhile)
 }
 
 // Pending pages (or slices) are claimed again: no purge.
-static void mi_segment_purge_cancel(mi_segment_t* segment, uint64_t mask, mi_segments_tld_t* tld) {
+static void mi_segment_purge_cancel(mi_segment_t* segment, uint64_t mask) {
   mask &= segment->purge_mask;
   if (mask == 0) return;
   segment->purge_mask &= ~mask;
   for (uint64_t m = mask; m != 0; m &= m - 1) segment->pages[mi_ctz(m)].purge_expire = 0;
-  if (segment->purge_mask == 0) {
-    segment->purge_expire = 0;
-    mi_purge_list_remove(segment, tld);
-  }
+  if (segment->purge_mask == 0) segment->purge_expire = 0;
   // else purge_expire may be early: mi_segment_purge_due recomputes it
 }
 
 // Drop all pending purges of a segment (it is freed, and its memory goes back
 // to the region, which purges it after its own delay).
-static void mi_segment_purge_clear(mi_segment_t* segment, mi_segments_tld_t* tld) {
-  mi_purge_list_remove(segment, tld);
+static void mi_segment_purge_clear(mi_segment_t* segment) {
   for (uint64_t m = segment->purge_mask; m != 0; m &= m - 1) segment->pages[mi_ctz(m)].purge_expire = 0;
   segment->purge_mask = 0;
   segment->purge_expire = 0;
 }
 
-// Purge what is due in this thread's segments (everything if forced).
-static void mi_segments_purge_due(mi_segments_tld_t* tld, bool force) {
-  if (tld->purge.first == NULL) return;
-  const int64_t now = _mi_prim_clock_now();
-  if (!force && now < tld->purge.expire) return;
-  int64_t next = 0;
-  mi_segment_t* segment = tld->purge.first;
-  while (segment != NULL) {
-    mi_segment_t* snext = segment->purge_next;
-    mi_segment_purge_due(segment, now, force);
-    if (segment->purge_mask == 0) mi_purge_list_remove(segment, tld);
-    else if (next == 0 || segment->purge_expire < next) next = segment->purge_expire;
-    segment = snext;
-  }
-  tld->purge.expire = next;
-}
-
 // ---------------------------------------------------------------------------
-// The abandoned sweep: abandoned segments are looked after by whichever
-// thread notices that work is due. It collects the blocks other threads freed
-// into them, gives their empty pages back (and frees segments that became
-// empty) and performs their due purges. Due means: the earliest pending purge
-// of an abandoned segment expired, or blocks were freed into abandoned
-// segments `reset_delay` ms ago. A thread that ends therefore purges nothing
-// itself, and the next thread can reclaim its segments without refaulting
-// them; a thread that frees what an ended thread left does not take over the
-// ended thread's segments (which made segments bounce between short-lived
-// threads), yet the memory goes back. Costs one clock read per call when
-// nothing is due.
+// The process-wide purges of the segment layer
 // ---------------------------------------------------------------------------
 
 static void mi_segment_page_clear(mi_segment_t* segment, mi_page_t* page, mi_segments_tld_t* tld);
-static void mi_segment_mark_abandoned(mi_segment_t* segment);
 static void mi_shared_note_expire(int64_t expire);
 static void mi_shared_page_free(mi_page_t* page, mi_segments_tld_t* tld);
 static void mi_shared_try_purge(int64_t now, bool force);
-static void mi_shared_try_sweep(void);
+static void mi_shared_try_sweep(int64_t now);
 static bool mi_page_stash_push(mi_segment_t* segment, mi_page_t* page, mi_segments_tld_t* tld);
 
+static mi_decl_thread uint32_t mi_abandoned_frees;   // frees into abandoned pages by this thread
 
-static mi_decl_thread uint32_t mi_abandoned_frees;   // frees into abandoned segments by this thread
-
-// A block was freed into an abandoned segment: make sure a sweep is scheduled
-// (a clock read on the first such free after a sweep), and check whether one
-// is due on every 64th such free of this thread.
+// A block was freed into an abandoned page of a shared segment: make sure
+// the sweep of the abandoned pages is scheduled (a clock read on the first
+// such free after a sweep), and check whether one is due on every 64th such
+// free of this thread.
 void _mi_segment_abandoned_free_note(void) {
   if (_mi_due_at(MI_DUE_SWEEP) == 0) {
     _mi_due_note(MI_DUE_SWEEP, _mi_prim_clock_now() + _mi_purge_delay());
@@ -760,57 +616,15 @@ void _mi_segment_abandoned_free_note(void) {
   _mi_segments_try_purge();
 }
 
-
-// Look after a claimed abandoned segment (owner id ours, no heap): collect the
-// blocks other threads freed into it, give its empty pages back, and free it
-// if it became empty (false), else perform its due purges (true: the caller
-// abandons it again).
-static bool mi_segment_abandoned_collect(mi_segment_t* segment, int64_t now) {
-  for (size_t i = 0; i < segment->capacity; i++) {
-    mi_page_t* page = &segment->pages[i];
-    if (!mi_page_is_used_page(page)) continue;
-    _mi_page_free_collect(page, false);
-    if (mi_page_all_free(page)) {
-      mi_assert_internal(segment->abandoned > 0);
-      segment->abandoned--;
-      mi_stat_decrease(NULL, pages_abandoned, 1);
-      mi_segment_page_clear(segment, page, NULL);
-    }
-  }
-  if (segment->used == 0) {
-    mi_stat_decrease(NULL, segments_abandoned, 1);
-    if (segment->page_kind == MI_PAGE_HUGE) _mi_segment_huge_fresh_free(segment);
-    mi_segment_purge_clear(segment, NULL);
-    _mi_segment_os_free(segment, false, NULL);
-    return false;
-  }
-  mi_segment_purge_due(segment, now, false);
-  return true;
-}
-
-// The segment is claimed by the sweep (its abandoned bit cleared, owner id 0).
-static void mi_abandoned_sweep_visit(mi_segment_t* segment, void* arg) {
-  if (mi_segment_abandoned_collect(segment, *(const int64_t*)arg)) mi_segment_mark_abandoned(segment);
-}
-
-// The sweep holds abandoned segments for a moment: a housekeeping section
-// (init.c; a forced collect waits for it, a fork too).
-static void mi_segments_try_sweep_abandoned(int64_t now) {
-  if (!_mi_due_enter(MI_DUE_SWEEP, now)) return;   // not due, another thread sweeps, or a fork is under way
-  _mi_abandoned_visit(&mi_abandoned_sweep_visit, &now);
-  _mi_due_leave(MI_DUE_SWEEP);
-  mi_shared_try_sweep();
-}
-
 // The process-wide purges of the segment layer that fall due (the due
-// table's MI_DUE_SEGMENTS): the huge blocks other threads freed, the abandoned
-// sweep, the shared segments' pages. One clock read when something is
-// pending, none otherwise.
+// table's MI_DUE_SEGMENTS): the huge blocks other threads freed, the sweep of
+// the abandoned pages whose blocks all came back, the shared segments'
+// pages. One clock read when something is pending, none otherwise.
 void _mi_segments_try_purge(void) {
   if (!_mi_due_any(MI_DUE_SEGMENTS)) return;
   const int64_t now = _mi_prim_clock_now();
   _mi_segments_try_purge_huge(now);
-  mi_segments_try_sweep_abandoned(now);
+  mi_shared_try_sweep(now);
   mi_shared_try_purge(now, false);
 }
 
@@ -1045,10 +859,9 @@ static mi_segment_t* mi_segment_init(const mi_segment_mem_t* mem, mi_page_kind_t
   if (mem->guarded) segment->guarded = true;
   else mi_segment_guards(segment, true);
   if (page_kind != MI_PAGE_HUGE) {
-    if (!shared) mi_segment_insert_in_free_queue(segment, tld);
     // on memory an earlier segment left resident: its unused pages go back
     // after the delay like any other free page, unless claimed before
-    if (!mem->zero) mi_segment_purge_add(segment, segment->free_mask, (shared ? NULL : tld));
+    if (!mem->zero) mi_segment_purge_add(segment, segment->free_mask);
     if (shared && segment->purge_expire != 0) mi_shared_note_expire(segment->purge_expire);
   }
   return segment;
@@ -1080,10 +893,10 @@ static mi_segment_t* mi_segment_alloc(size_t required, mi_page_kind_t page_kind,
     segment_size = (guard > 0 ? _mi_align_up(block_ofs + required + guard, guard) : _mi_align_up(block_ofs + required, MI_HUGE_SEGMENT_ROUND));
     os_offset = (ptr_ofs + align_offset) % page_alignment;   // a multiple of the segment size (modulo 2^64: any offset)
   }
-  // commit policy: the process's first shared segments (a thread's first own
-  // ones) may commit page by page
-  const size_t made = (shared ? mi_shared_made[page_shift == MI_LEAN_PAGE_SHIFT] : tld->count);
-  const bool eager_delayed = (page_kind != MI_PAGE_HUGE && made < (size_t)mi_option_get(mi_option_eager_commit_delay));
+  // commit policy: the process's first shared segments of each kind may
+  // commit page by page
+  mi_assert_internal(shared == (page_kind != MI_PAGE_HUGE));   // (huge segments are the only ones a thread owns)
+  const bool eager_delayed = (shared && mi_shared_made[page_shift == MI_LEAN_PAGE_SHIFT] < (size_t)mi_option_get(mi_option_eager_commit_delay));
   const bool eager = !eager_delayed && (mi_option_get(mi_option_eager_commit) != 0);
   const bool commit = eager || (page_kind == MI_PAGE_HUGE);
   const bool allow_pinned = !MI_SECURE_GUARDS && !eager_delayed && page_shift != MI_LEAN_PAGE_SHIFT;   // pinned large/huge OS pages (secure: guards need mprotect; a lean segment would pin a whole unit for 1 MiB)
@@ -1152,8 +965,7 @@ static void mi_segment_free(mi_segment_t* segment, bool force, mi_segments_tld_t
   if (segment->page_kind == MI_PAGE_HUGE) _mi_segment_huge_fresh_free(segment);
   // the unused pages' pending purges are dropped: the region purges the whole
   // segment after its own delay (or now, when forced)
-  mi_segment_purge_clear(segment, tld);
-  mi_segment_remove_from_free_queue(segment, tld);
+  mi_segment_purge_clear(segment);
   mi_segments_track_size(-((int64_t)segment->segment_size), tld);
   if (!force && mi_segment_exit_over_budget(tld)) force = true;
   _mi_segment_os_free(segment, force, &_mi_segments_tld_stats(tld));
@@ -1164,10 +976,6 @@ static void mi_segment_free(mi_segment_t* segment, bool force, mi_segments_tld_t
 // Claiming and releasing pages
 // ---------------------------------------------------------------------------
 
-static bool mi_segment_has_free(const mi_segment_t* segment) {
-  return (segment->free_mask != 0);
-}
-
 // Claim a free page, or for a large page the run of `n` free slices from
 // `page` (its first; the others become its continuations).
 static bool mi_segment_page_claim(mi_segment_t* segment, mi_page_t* page, size_t n, mi_segments_tld_t* tld) {
@@ -1176,15 +984,14 @@ static bool mi_segment_page_claim(mi_segment_t* segment, mi_page_t* page, size_t
   const uint64_t run = mi_bit_mask(n, first);
   mi_assert_internal((segment->free_mask & run) == run);
   mi_assert_internal(n == 1 || segment->page_kind == MI_PAGE_LARGE);
-  mi_segments_tld_t* const ptld = (segment->shared ? NULL : tld);   // (the owner's purge list; shared segments have their own)
-  mi_segment_purge_cancel(segment, run, ptld);   // claimed before their purge: no system call
+  mi_segment_purge_cancel(segment, run);   // claimed before their purge: no system call
   const bool locked = mi_segment_lock(segment);
   bool zero = true;
   for (size_t i = first; i < first + n; i++) {
     mi_page_t* slice = &segment->pages[i];
     const bool was_committed = slice->is_committed;
     if (!mi_page_unpurge(segment, slice) || (!was_committed && i + 1 < first + n && !mi_segment_guard_place_commit(segment, i))) {
-      mi_segment_purge_add(segment, run, ptld);   // (those it made resident again)
+      mi_segment_purge_add(segment, run);   // (those it made resident again)
       mi_segment_unlock(segment, locked);
       return false;
     }
@@ -1205,7 +1012,6 @@ static bool mi_segment_page_claim(mi_segment_t* segment, mi_page_t* page, size_t
   segment->used++;
   mi_stat_increase(&_mi_segments_tld_stats(tld), pages, 1);
   mi_assert_internal(segment->used <= segment->capacity);
-  if (!segment->shared && !mi_segment_has_free(segment)) mi_segment_remove_from_free_queue(segment, tld);
   return true;
 }
 
@@ -1254,264 +1060,60 @@ static void mi_segment_page_clear(mi_segment_t* segment, mi_page_t* page, mi_seg
   }
   segment->used--;
   segment->free_mask |= run;
-  mi_segment_purge_add(segment, run, (segment->shared ? NULL : tld));
+  mi_segment_purge_add(segment, run);
   mi_segment_unlock(segment, locked);
 }
 
 void _mi_segment_page_free(mi_page_t* page, bool force, mi_segments_tld_t* tld) {
   mi_segment_t* segment = _mi_page_segment(page);
-  mi_segments_purge_due(tld, false);
   if (segment->shared) {
     if (!force && mi_page_stash_push(segment, page, tld)) return;
     mi_shared_page_free(page, tld);
     return;
   }
+  // a huge page: its segment goes with it
+  mi_assert_internal(segment->page_kind == MI_PAGE_HUGE);
   mi_segment_page_clear(segment, page, tld);
-  if (segment->used == 0) {
-    mi_segment_free(segment, force, tld);
-  }
-  else if (segment->used == segment->abandoned) {
-    // only abandoned pages are left (a thread is ending): abandon the segment
-    mi_segment_abandon(segment, tld);
-  }
-  else if (segment->page_kind != MI_PAGE_HUGE && !mi_segment_is_in_free_queue(segment, tld)) {
-    // it was full: it has a free page again
-    mi_segment_insert_in_free_queue(segment, tld);
-  }
+  mi_segment_free(segment, force, tld);
 }
 
 // ---------------------------------------------------------------------------
-// Abandonment
+// Huge segments whose thread ended
 // ---------------------------------------------------------------------------
 
-// Make a segment findable by reclaimers: owner id 0 and, for region
-// segments, its abandoned bit. Its pending purges go to the process-wide sweep.
-static void mi_segment_mark_abandoned(mi_segment_t* segment) {
-  mi_atomic_store_release(&segment->thread_id, 0);
-  if (mi_segment_in_abandoned_set(segment)) {
-    _mi_due_note(MI_DUE_SWEEP, segment->purge_expire);
-    _mi_abandoned_push(segment);   // findable by the reclaim scan
-  }
-  // else: claimed by whoever frees into it (CAS on thread_id; see
-  // _mi_segment_huge_page_free, _mi_segment_reclaim_on_free and
-  // _mi_segment_await_abandon)
-}
-
-static void mi_segment_abandon(mi_segment_t* segment, mi_segments_tld_t* tld) {
-  mi_assert_internal(segment->used == segment->abandoned && segment->used > 0);
-  mi_segments_purge_due(tld, false);
-  mi_purge_list_remove(segment, tld);
-  // pending purges stay with the segment (swept when due, or inherited by the
-  // reclaiming thread); with abandoned_page_reset all free pages go now
-  if (mi_option_is_enabled(mi_option_abandoned_page_reset) && segment->page_kind != MI_PAGE_HUGE) {
-    mi_segment_purge_clear(segment, tld);
-    const bool locked = mi_segment_lock(segment);
-    mi_segment_purge_pages(segment, segment->free_mask);   // (those that hold memory)
-    mi_segment_unlock(segment, locked);
-  }
-  else if (segment->purge_mask != 0) {
-    // nobody uses these pages until the segment is reclaimed, which the next
-    // thread does at once or not for a while: purge them after a quarter of
-    // the delay (measured, mstressN: peak RSS 56-62 -> 46-51 MiB, ~10% more faults)
-    const int64_t cap = _mi_prim_clock_now() + _mi_purge_delay() / 4;
-    if (segment->purge_expire > cap) segment->purge_expire = cap;
-    for (uint64_t m = segment->purge_mask; m != 0; m &= m - 1) {
-      mi_page_t* page = &segment->pages[mi_ctz(m)];
-      if (page->purge_expire > cap) page->purge_expire = cap;
-    }
-  }
-  mi_segment_remove_from_free_queue(segment, tld);
-  mi_segments_track_size(-((int64_t)segment->segment_size), tld);
-  mi_stat_increase(&_mi_segments_tld_stats(tld), segments_abandoned, 1);
-  segment->abandoned_visits = 0;
-  mi_segment_mark_abandoned(segment);
-}
-
+// The thread of a live huge block ends (or deletes its backing heap): the
+// segment gets owner id 0, and whoever frees the block claims it and frees
+// it (_mi_segment_huge_page_free). Huge segments are the only segments a
+// thread owns: every other page is in a shared segment.
 void _mi_segment_page_abandon(mi_page_t* page, mi_segments_tld_t* tld) {
   mi_assert_internal(mi_page_heap(page) == NULL);
   mi_segment_t* segment = _mi_page_segment(page);
-  mi_assert_internal(!segment->shared);   // (_mi_page_abandon)
+  mi_assert_internal(segment->page_kind == MI_PAGE_HUGE && segment->used == 1);   // (_mi_page_abandon: shared pages stay with their segments)
   mi_stat_increase(&_mi_segments_tld_stats(tld), pages_abandoned, 1);
   segment->abandoned++;
-  mi_assert_internal(segment->abandoned <= segment->used);
-  if (segment->used == segment->abandoned) {
-    mi_segment_abandon(segment, tld);
-  }
+  mi_segments_track_size(-((int64_t)segment->segment_size), tld);
+  mi_stat_increase(&_mi_segments_tld_stats(tld), segments_abandoned, 1);
+  mi_atomic_store_release(&segment->thread_id, 0);
 }
 
-// ---------------------------------------------------------------------------
-// Reclaim
-// ---------------------------------------------------------------------------
-
-// Take ownership of an abandoned segment (the token is the bitmap bit for
-// region segments, else the owner id).
+// Take ownership of an abandoned huge segment (false: another thread has it).
 bool _mi_segment_claim(mi_segment_t* segment) {
-  if (mi_segment_in_abandoned_set(segment)) {
-    if (!_mi_abandoned_claim(segment)) return false;
-    mi_atomic_store_release(&segment->thread_id, _mi_thread_id());
-    return true;
-  }
   uintptr_t expected = 0;
   return mi_atomic_cas_strong_acq_rel(&segment->thread_id, &expected, _mi_thread_id());
 }
 
-// Does an abandoned segment have room for a block of `block_size`? (A large
-// segment: a run of free slices for it, or a page that empties on reclaim.)
-static bool mi_segment_check_free(mi_segment_t* segment, size_t block_size, bool* all_pages_free) {
-  bool has_page = false;
-  size_t pages_used = 0, pages_used_empty = 0;
-  for (size_t i = 0; i < segment->capacity; i++) {
-    mi_page_t* page = &segment->pages[i];
-    if (mi_page_is_continuation(page)) continue;
-    if (page->segment_in_use) {
-      pages_used++;
-      _mi_page_free_collect(page, false);
-      if (mi_page_all_free(page)) {
-        pages_used_empty++;
-        has_page = true;
-      }
-      else if (page->xblock_size == block_size && mi_page_has_any_available(page)) {
-        has_page = true;
-      }
-    }
-    else if (segment->page_kind != MI_PAGE_LARGE) {
-      has_page = true;
-    }
-  }
-  if (segment->page_kind == MI_PAGE_LARGE && !has_page) {
-    size_t first;
-    has_page = mi_segment_large_find_run(segment, block_size, &first);
-  }
-  *all_pages_free = (pages_used == pages_used_empty);
-  return has_page;
-}
-
-// Reclaim a claimed segment into `heap` (a backing heap). Returns NULL if the
-// segment was freed because it turned out empty. Sets `*right_page_reclaimed`
-// when a page of `requested_block_size` with free blocks went into the heap.
-static mi_segment_t* mi_segment_reclaim(mi_segment_t* segment, mi_heap_t* heap, size_t requested_block_size,
-                                        bool* right_page_reclaimed, mi_segments_tld_t* tld) {
-  mi_assert_internal(mi_atomic_load_relaxed(&segment->thread_id) == _mi_thread_id());
-  mi_assert_internal(mi_heap_is_backing(heap));
-  if (right_page_reclaimed != NULL) *right_page_reclaimed = false;
-  segment->abandoned_visits = 0;
-  mi_segments_track_size((int64_t)segment->segment_size, tld);
-  mi_stat_decrease(&_mi_segments_tld_stats(tld), segments_abandoned, 1);
-  for (size_t i = 0; i < segment->capacity; i++) {
-    mi_page_t* page = &segment->pages[i];
-    if (!mi_page_is_used_page(page)) continue;
-    mi_assert_internal(mi_page_heap(page) == NULL);
-    segment->abandoned--;
-    mi_stat_decrease(&_mi_segments_tld_stats(tld), pages_abandoned, 1);
-    mi_page_set_heap(page, heap);
-    _mi_page_use_delayed_free(page, mi_page_delayed_state(page, false), true);   // it goes to its bin queue
-    _mi_page_free_collect(page, false);
-    if (mi_page_all_free(page)) {
-      mi_segment_page_clear(segment, page, tld);
-    }
-    else {
-      _mi_page_reclaim(heap, page);
-      if (requested_block_size == page->xblock_size && mi_page_has_any_available(page) && right_page_reclaimed != NULL) {
-        *right_page_reclaimed = true;
-      }
-    }
-  }
-  mi_assert_internal(segment->abandoned == 0);
-  if (segment->used == 0) {
-    mi_segment_free(segment, false, tld);
-    return NULL;
-  }
-  if (segment->purge_mask != 0 && !mi_purge_list_contains(segment, tld)) mi_purge_list_add(segment, tld);
-  if (segment->page_kind != MI_PAGE_HUGE && mi_segment_has_free(segment) && !mi_segment_is_in_free_queue(segment, tld)) {
-    mi_segment_insert_in_free_queue(segment, tld);
-  }
-  return segment;
-}
-
-// Free into an abandoned segment that is not in the abandoned set (mapped
-// straight from the OS because no region could be had): neither the reclaim
-// scan nor the abandoned sweep can find it, so the freeing thread claims it
-// and reclaims it into its backing heap. Bounded: one segment's page descriptors.
-bool _mi_segment_reclaim_on_free(mi_segment_t* segment, mi_heap_t* heap) {
-  mi_assert_internal(!mi_segment_in_abandoned_set(segment) && segment->page_kind != MI_PAGE_HUGE);
-  if (!mi_heap_is_initialized(heap)) return false;
-  mi_heap_t* backing = heap->tld->heap_backing;
-  if (!_mi_segment_claim(segment)) return false;
-  mi_segment_reclaim(segment, backing, 0, NULL, &backing->tld->segments);
-  return true;
-}
-
-// A thread frees a block into a segment outside the abandoned set (huge, or
-// mapped straight from the OS) whose owner is abandoning the block's page
+// A thread frees the block of a huge segment whose owner is abandoning it
 // (MI_NEVER_DELAYED_FREE: the owner thread ends, or deletes its backing
 // heap). A block pushed on the page's thread_free now could land after the
-// owner's last look at the page, and then nobody would ever collect it (no
-// scan finds such segments). So the freeing thread, which still holds its
-// block (the segment cannot go away), waits until the owner lets go of the
-// segment and then frees as into any abandoned segment. A huge segment is let
-// go of as soon as its one page is abandoned; a segment of several pages may
-// stay owned (its thread deleted its backing heap and goes on), so that wait
-// is bounded (`*gave_up`: push after all). Returns the owner id now.
-uintptr_t _mi_segment_await_abandon(const mi_segment_t* segment, uintptr_t owner, bool* gave_up) {
-  mi_assert_internal(!mi_segment_in_abandoned_set(segment) && owner != 0 && owner != MI_THREAD_ID_VANISHED);
-  size_t spins = 0;
+// owner's last look at the page, and then nobody would ever collect it. So
+// the freeing thread, which still holds its block (the segment cannot go
+// away), waits until the owner lets go of the segment (as soon as its page
+// is abandoned) and then frees it as an abandoned one. Returns the owner id now.
+uintptr_t _mi_segment_await_abandon(const mi_segment_t* segment, uintptr_t owner) {
+  mi_assert_internal(segment->page_kind == MI_PAGE_HUGE && owner != 0 && owner != MI_THREAD_ID_VANISHED);
   uintptr_t now;
-  while ((now = mi_atomic_load_acquire(&((mi_segment_t*)segment)->thread_id)) == owner) {
-    if (segment->page_kind != MI_PAGE_HUGE && ++spins > MI_ABANDON_AWAIT_MAX) {
-      *gave_up = true;
-      break;
-    }
-    mi_atomic_yield();
-  }
+  while ((now = mi_atomic_load_acquire(&((mi_segment_t*)segment)->thread_id)) == owner) mi_atomic_yield();
   return now;
-}
-
-// Try up to MI_RECLAIM_TRIES abandoned segments for one that serves the request.
-static mi_segment_t* mi_segment_try_reclaim(mi_heap_t* heap, size_t block_size, mi_page_kind_t page_kind,
-                                            bool* reclaimed, mi_segments_tld_t* tld) {
-  *reclaimed = false;
-  if (_mi_abandoned_count() == 0) return NULL;
-  if (!_mi_housekeeping_enter()) return NULL;   // (claims abandoned segments for a moment; a fork is under way)
-  mi_heap_t* backing = heap->tld->heap_backing;
-  mi_segment_t* segment;
-  mi_segment_t* result = NULL;
-  int max_tries = MI_RECLAIM_TRIES;
-  while (max_tries-- > 0 && (segment = _mi_abandoned_next(&tld->reclaim_cursor)) != NULL) {
-    mi_atomic_store_release(&segment->thread_id, _mi_thread_id());
-    segment->abandoned_visits++;
-    bool all_pages_free;
-    bool has_page = mi_segment_check_free(segment, block_size, &all_pages_free);
-    if (all_pages_free) {
-      mi_segment_reclaim(segment, backing, 0, NULL, tld);   // frees it
-    }
-    else if (has_page && segment->page_kind == page_kind) {
-      bool right_page = false;
-      result = mi_segment_reclaim(segment, backing, block_size, &right_page, tld);
-      *reclaimed = right_page && (heap == backing);
-      break;
-    }
-    else if (segment->abandoned_visits >= MI_RECLAIM_FORCE_VISITS) {
-      mi_segment_reclaim(segment, backing, 0, NULL, tld);   // keeps the abandoned set short
-    }
-    else {
-      // not useful now: abandon it again
-      mi_segment_mark_abandoned(segment);
-    }
-  }
-  _mi_housekeeping_leave();
-  return result;
-}
-
-void _mi_abandoned_reclaim_all(mi_heap_t* heap, mi_segments_tld_t* tld) {
-  if (!_mi_housekeeping_enter()) return;   // (a fork is under way)
-  mi_heap_t* backing = heap->tld->heap_backing;
-  size_t cursor = 0;
-  mi_segment_t* segment;
-  while ((segment = _mi_abandoned_next(&cursor)) != NULL) {
-    mi_atomic_store_release(&segment->thread_id, _mi_thread_id());
-    mi_segment_reclaim(segment, backing, 0, NULL, tld);
-  }
-  _mi_housekeeping_leave();
 }
 
 // ---------------------------------------------------------------------------
@@ -1536,9 +1138,9 @@ void _mi_abandoned_reclaim_all(mi_heap_t* heap, mi_segments_tld_t* tld) {
 // is local on the generic path, any other goes to the page's thread_free (or
 // its heap's delayed list) as a remote free, and a large page abandoned by a
 // thread that ended (no heap) is given back by whoever frees its block. A
-// signal handler that interrupts the lock's holder: a page it needs comes
-// from the thread's own segments of slices, a page it gives back waits on a
-// lock-free list for the lock's next holder.
+// signal handler that interrupts the lock's holder: a new page it needs is
+// refused (NULL: malloc is not async-signal-safe), a page it gives back waits
+// on a lock-free list for the lock's next holder.
 // ---------------------------------------------------------------------------
 
 static _Atomic(uintptr_t) mi_shared_lock;          // the holder's thread id, 0: free
@@ -1599,7 +1201,7 @@ static void mi_shared_segment_free(mi_segment_t* segment, mi_segments_tld_t* tld
   else mi_shared_first[lean] = segment->next;
   if (segment->next != NULL) segment->next->prev = segment->prev;
   segment->next = segment->prev = NULL;
-  mi_segment_purge_clear(segment, NULL);
+  mi_segment_purge_clear(segment);
   if (!lean) mi_shared_count--;
   const bool purge_now = (tld != NULL && mi_segment_exit_over_budget(tld));
   if (!purge_now && mi_segment_cache_push(segment)) return;
@@ -1808,11 +1410,13 @@ static void mi_shared_sweep(void) {
   }
 }
 
-// The sweep of the abandoned pages, with the abandoned segments' (whose
-// schedule it shares).
-static void mi_shared_try_sweep(void) {
+// The sweep of the abandoned pages, when it is due (the first free into an
+// abandoned page after a sweep schedules the next, a purge delay later).
+static void mi_shared_try_sweep(int64_t now) {
+  const int64_t due = _mi_due_at(MI_DUE_SWEEP);
+  if (due == 0 || now < due) return;
   if (!mi_shared_enter()) return;
-  mi_shared_sweep();
+  if (_mi_due_claim(MI_DUE_SWEEP, now, false) != 0) mi_shared_sweep();
   mi_shared_leave();
 }
 
@@ -1970,18 +1574,6 @@ void _mi_segments_fork_child(void) {
 // Page allocation
 // ---------------------------------------------------------------------------
 
-// A segment of the kind with a free page: reclaimed or fresh. NULL with
-// `*reclaimed` means a fitting page went into the heap's queue instead.
-static mi_segment_t* mi_segment_reclaim_or_alloc(mi_heap_t* heap, size_t block_size, mi_page_kind_t page_kind,
-                                                 size_t page_shift, mi_segments_tld_t* tld) {
-  bool reclaimed;
-  mi_segment_t* segment = mi_segment_try_reclaim(heap, block_size, page_kind, &reclaimed, tld);
-  if (reclaimed) return NULL;   // the caller's retry finds the page in its queue
-  size_t first;
-  if (segment != NULL && (page_kind == MI_PAGE_LARGE ? mi_segment_large_find_run(segment, block_size, &first) : mi_segment_has_free(segment))) return segment;
-  return mi_segment_alloc(0, page_kind, page_shift, 0, 0, false, tld);
-}
-
 // The medium blocks a heap's next page of `block_size` is sized for: one for
 // its first page of the size, two for the second, then MI_SLICE_PAGE_BLOCKS
 // (docs/design.md, "Medium blocks"). A thread that uses a size for a block or
@@ -2020,7 +1612,7 @@ static bool mi_segment_lean_page(const mi_heap_t* heap, size_t block_size) {
 
 // A page of slices (a large block, or medium ones) from the shared segments.
 // An abandoned page adopted there joins the heap's queue (the caller's retry
-// finds it there: NULL) as the pages of a reclaimed segment do.
+// finds it there: NULL).
 static mi_page_t* mi_segment_slice_page_alloc(mi_heap_t* heap, size_t block_size, mi_segments_tld_t* tld) {
   const bool lean = mi_segment_lean_page(heap, block_size);
   if (!lean && block_size <= MI_SMALL_OBJ_SIZE_MAX && tld->stash != NULL && (heap->no_reclaim || !mi_shared_abandoned_waiting(block_size))) {
@@ -2035,22 +1627,14 @@ static mi_page_t* mi_segment_slice_page_alloc(mi_heap_t* heap, size_t block_size
     _mi_page_reclaim(heap, shared);
     return NULL;
   }
-  if (!nested) return shared;
-  // a signal handler of the shared lock's holder: the thread's own large segments
-  size_t first = 0;
-  mi_segment_t* segment = tld->large_free.first;
-  while (segment != NULL && !mi_segment_large_find_run(segment, block_size, &first)) segment = segment->next;
-  if (segment == NULL) {
-    segment = mi_segment_reclaim_or_alloc(heap, block_size, MI_PAGE_LARGE, MI_SLICE_SHIFT, tld);
-    if (segment == NULL) return NULL;
-    if (!mi_segment_large_find_run(segment, block_size, &first)) return NULL;   // (a reclaimed one: its room went to the heap)
-  }
-  mi_page_t* page = &segment->pages[first];
-  if (!mi_segment_page_claim(segment, page, mi_segment_run_slices(segment, first, block_size, MI_SLICE_PAGE_BLOCKS), tld)) {
-    if (segment->used == 0) mi_segment_free(segment, false, tld);
+  if (nested) {
+    // a signal handler that interrupted this thread inside the shared lock
+    // needs a new page: there is none for it (malloc is not async-signal-safe,
+    // as POSIX says; docs/design.md, "Signal handlers"): the allocation
+    // fails with ENOMEM
     return NULL;
   }
-  return page;
+  return shared;
 }
 
 static mi_page_t* mi_segment_huge_page_alloc(size_t size, size_t page_alignment, size_t align_offset, mi_segments_tld_t* tld) {
@@ -2078,7 +1662,6 @@ mi_page_t* _mi_segment_page_alloc(mi_heap_t* heap, size_t block_size, size_t pag
   }
   // (the pages of a shared segment change under other threads: not checked)
   mi_assert_expensive(page == NULL || _mi_page_segment(page)->shared || mi_segment_is_valid(_mi_page_segment(page), tld));
-  mi_segments_purge_due(tld, false);
   mi_page_stash_flush(tld, false);
   _mi_segments_try_purge();
   _mi_region_try_purge();
@@ -2098,7 +1681,6 @@ mi_page_t* _mi_segment_page_alloc(mi_heap_t* heap, size_t block_size, size_t pag
 void _mi_segments_collect(bool force, mi_segments_tld_t* tld) {
   mi_shared_abandoned_flush(tld);
   mi_page_stash_flush(tld, force || tld->ending);
-  mi_segments_purge_due(tld, force);
   if (force && !tld->ending) {   // every pending huge purge and shared page purge, now
     _mi_segments_try_purge_huge(INT64_MAX);
     mi_shared_try_purge(_mi_prim_clock_now(), true);
@@ -2140,13 +1722,5 @@ size_t _mi_segment_big_aligned_ofs(size_t align_offset) {
 void _mi_segment_set_owner(mi_segment_t* segment, uintptr_t owner) {
   if (segment->shared) return;   // (its pages go with their heap)
   mi_atomic_store_release(&segment->thread_id, owner);
-}
-
-// The segments a thread keeps without pages in its heaps: those in its free
-// queues and purge list have pages in use too (set through the heap), the
-// segments of the shared cache have no owner.
-void _mi_segments_set_owner(mi_segments_tld_t* tld, uintptr_t owner) {
-  for (mi_segment_t* s = tld->large_free.first; s != NULL; s = s->next) _mi_segment_set_owner(s, owner);
-  for (mi_segment_t* s = tld->purge.first; s != NULL; s = s->purge_next) _mi_segment_set_owner(s, owner);
 }
 

@@ -29,7 +29,6 @@
 #include "os.c"
 #include "segment-map.c"
 #include "region.c"
-#include "abandoned.c"
 #include "segment.c"
 #include "segment-huge.c"
 #include "segment-walk.c"

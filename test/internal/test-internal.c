@@ -12,6 +12,7 @@
 #include <stdint.h>
 #include <cmocka.h>
 
+#include <errno.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <signal.h>
@@ -514,6 +515,34 @@ static void test_trim_and_usage_while_threads_run(void** state) {
   assert_true(in_use_max > 0);
 }
 
+
+// ---------------------------------------------------------------------------
+// Allocation in a signal handler that interrupted the allocator: malloc is
+// not async-signal-safe (as POSIX says). A handler that interrupts its thread
+// inside the shared lock and needs a new page gets NULL with ENOMEM, at once:
+// no wait for a lock its own thread holds, no page from elsewhere. Simulated
+// without a signal: the fork handler takes the lock for this thread as the
+// interrupted code would hold it.
+// ---------------------------------------------------------------------------
+
+static void test_new_page_inside_the_shared_lock_fails_cleanly(void** state) {
+  (void)state;
+  mi_heap_t* heap = mi_heap_new();   // (no pages yet: the block needs a new one)
+  assert_non_null(heap);
+  const size_t size = 40 * 1024;     // (a medium size: no stash, no lean page)
+  _mi_segments_fork_prepare();       // (this thread holds the shared lock now)
+  errno = 0;
+  void* inside = mi_heap_malloc(heap, size);
+  const int err = errno;
+  _mi_segments_fork_parent();
+  assert_null(inside);
+  assert_int_equal(err, ENOMEM);
+  void* outside = mi_heap_malloc(heap, size);   // (the lock let go of: served)
+  assert_non_null(outside);
+  mi_free(outside);
+  mi_heap_delete(heap);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
     cmocka_unit_test(test_segment_map_covers_48_bits),
@@ -527,6 +556,7 @@ int main(void) {
     cmocka_unit_test(test_fork_while_purging_leaves_no_claims),
     cmocka_unit_test(test_collect_reaches_a_blocked_threads_pages),
     cmocka_unit_test(test_trim_and_usage_while_threads_run),
+    cmocka_unit_test(test_new_page_inside_the_shared_lock_fails_cleanly),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
