@@ -15,9 +15,10 @@
   - a pointer into no segment of ours: reported (mi_free_invalid);
   - a local free of any other kind (mi_free_block_local): the page leaves the
     full queue, or is retired;
-  - a remote free (mi_free_remote): into a page another thread owns, or an
-    abandoned one; in the end a push on the page's thread_free with one CAS,
-    or on the owner heap's delayed list (mi_free_block_mt).
+  - a remote free: into a page another heap holds, or an abandoned one; the
+    segment layer decides what its kind needs (_mi_segment_free_remote), and
+    in the end the block is pushed on the page's thread_free with one CAS, or
+    on the owner heap's delayed list (_mi_free_block_mt, here).
   The checks of debug and secure builds are hooks into secure.c (constants
   in a release build): mi_free_check_segment, mi_free_check_fast,
   mi_free_check_ptr, mi_free_check, mi_zero_free.
@@ -29,8 +30,6 @@ static mi_decl_noinline void mi_free_generic(mi_segment_t* segment, mi_page_t* p
 static mi_decl_noinline void mi_free_page_emptied(mi_page_t* page) mi_attr_noexcept;
 static mi_decl_noinline mi_decl_cold void mi_free_invalid(const void* p);
 static inline void mi_free_block_local(mi_page_t* page, mi_block_t* block);
-static void mi_free_remote(mi_segment_t* segment, mi_page_t* page, mi_block_t* block, uintptr_t owner);
-static mi_decl_noinline bool mi_free_block_mt(mi_page_t* page, mi_block_t* block, bool await_abandon);
 
 // A local free goes into a page of a heap this thread owns (the page's heap
 // is one of ours, or the segment's owner id is this thread's; a fork child
@@ -168,7 +167,7 @@ static mi_decl_noinline void mi_free_generic(mi_segment_t* segment, mi_page_t* p
   if (!mi_free_check(page, block, local)) return;
   if (mi_unlikely(mi_page_has_sampled(page))) _mi_prof_free(page, block);   // before the block can be reused
   if (mi_likely(local)) mi_free_block_local(page, block);
-  else mi_free_remote(segment, page, block, owner);
+  else _mi_segment_free_remote(segment, page, block, owner);
 }
 
 // A pointer whose segment unit holds no segment of ours: report, free nothing.
@@ -217,62 +216,12 @@ bool _mi_free_delayed_block(mi_block_t* block) {
 // Remote frees
 // ---------------------------------------------------------------------------
 
-// Free a block of a page of a shared segment that is not our default heap's.
-// A large page whose thread ended has no heap: its block was its last, so
-// the page goes back now. A page whose thread is abandoning it (NEVER_DELAYED)
-// would not be looked at again: wait until it has no heap, then the same
-// (after a while the block goes on its thread_free: a heap deleted by a
-// thread that goes on keeps its pages, and collects them later).
-static void mi_free_shared(mi_page_t* page, mi_block_t* block) {
-  if (page->xblock_size <= MI_MEDIUM_OBJ_SIZE_MAX) {
-    // a page of medium blocks: one being abandoned, or abandoned (no heap),
-    // is NEVER_DELAYED, so the block goes on its thread_free; an abandoned
-    // page is adopted or given back under the shared lock by others, who
-    // read that list's count: the push is the last this thread does with it
-    const bool abandoned = (mi_atomic_load_acquire(&page->xheap) == 0);
-    mi_free_block_mt(page, block, false);
-    if (abandoned) _mi_segment_abandoned_free_note();
-    return;
-  }
-  for (size_t spins = 0; ; spins++) {
-    if (mi_atomic_load_acquire(&page->xheap) == 0) {
-      _mi_segment_shared_free_abandoned(page);
-      return;
-    }
-    if (mi_free_block_mt(page, block, spins < MI_ABANDON_AWAIT_MAX)) return;
-    mi_atomic_yield();
-  }
-}
-
-// Free a block of a page another heap holds (or none): a page of a shared
-// segment, or the block of a huge segment (the only segments a thread owns).
-static void mi_free_remote(mi_segment_t* segment, mi_page_t* page, mi_block_t* block, uintptr_t owner) {
-  if (owner == MI_THREAD_ID_SHARED) {
-    mi_free_shared(page, block);
-    return;
-  }
-  mi_assert_internal(segment->page_kind == MI_PAGE_HUGE);
-  if (owner != 0) {
-    // the owner gives the segment back at its next slow path; the memory goes now
-    _mi_segment_huge_page_purge(segment, page, block);
-  }
-  for (;;) {
-    if (owner == 0) {
-      // abandoned huge block: its segment is freed at once
-      _mi_segment_huge_page_free(segment, page, block);
-      return;
-    }
-    if (mi_free_block_mt(page, block, owner != MI_THREAD_ID_VANISHED)) return;
-    owner = _mi_segment_await_abandon(segment, owner);
-  }
-}
-
 // Free a block of a page owned by another thread (or abandoned): push it on
 // the page's thread_free with one CAS or, as the first free into a page its
 // owner does not scan, on the owner heap's delayed list so that the owner
 // notices the page. Returns false, having done nothing, when `await_abandon`
-// and the page's heap is going away (see _mi_segment_await_abandon).
-static mi_decl_noinline bool mi_free_block_mt(mi_page_t* page, mi_block_t* block, bool await_abandon) {
+// and the page's heap is going away (segment.c, _mi_segment_free_remote).
+mi_decl_noinline bool _mi_free_block_mt(mi_page_t* page, mi_block_t* block, bool await_abandon) {
   mi_thread_free_t tfreex;
   bool use_delayed;
   mi_thread_free_t tfree = mi_atomic_load_relaxed(&page->xthread_free);

@@ -240,19 +240,13 @@ mi_page_t* _mi_segment_page_alloc(mi_heap_t* heap, size_t block_size, size_t pag
 void       _mi_segment_page_free(mi_page_t* page, bool force, mi_segments_tld_t* tld);
 void       _mi_segment_page_abandon(mi_page_t* page, mi_segments_tld_t* tld);
 uint8_t*   _mi_segment_page_start(const mi_segment_t* segment, const mi_page_t* page, size_t block_size, size_t* page_size, size_t* pre_size);
-void       _mi_segment_abandoned_free_note(void);
 void       _mi_segments_try_purge(void);     // the pending huge purges, the abandoned sweep and the shared segments' purges, when due
 void       _mi_segments_collect(bool force, mi_segments_tld_t* tld);
 size_t     _mi_segment_big_aligned_ofs(size_t align_offset);   // 0: no place for such a pointer
-void       _mi_segment_huge_page_free(mi_segment_t* segment, mi_page_t* page, mi_block_t* block);
-void       _mi_segment_huge_page_purge(mi_segment_t* segment, mi_page_t* page, mi_block_t* block);
-uintptr_t  _mi_segment_await_abandon(const mi_segment_t* segment, uintptr_t owner);
+void       _mi_segment_free_remote(mi_segment_t* segment, mi_page_t* page, mi_block_t* block, uintptr_t owner);   // free.c's remote frees
 void       _mi_segments_fork_child(void);
 void       _mi_segments_fork_prepare(void);
 void       _mi_segments_fork_parent(void);
-void       _mi_segment_shared_free_abandoned(mi_page_t* page);
-bool       _mi_segment_page_is_shared_multi(const mi_page_t* page);
-void       _mi_segment_shared_page_abandon(mi_page_t* page, mi_segments_tld_t* tld);
 void       _mi_regions_fork_child(void);
 bool       _mi_region_resident_free_above(size_t size);
 void       _mi_segment_set_owner(mi_segment_t* segment, uintptr_t owner);
@@ -338,6 +332,7 @@ void       _mi_realloc_move(void* newp, void* p, size_t size, size_t newsize, bo
 void       _mi_block_zero_init(const mi_page_t* page, void* p, size_t size);
 mi_block_t* _mi_page_ptr_unalign(const mi_segment_t* segment, const mi_page_t* page, const void* p);
 bool       _mi_free_delayed_block(mi_block_t* block);
+bool       _mi_free_block_mt(mi_page_t* page, mi_block_t* block, bool await_abandon);   // a remote free: push on the page's thread_free (false: the page is being abandoned and `await_abandon`)
 size_t     _mi_usable_size_of(const void* p);
 #if (MI_PADDING > 0)
 void*      _mi_new_array_mark(void* p);

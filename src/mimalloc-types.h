@@ -382,8 +382,8 @@ typedef struct mi_padding_s {
 // for the next thread that starts (init.c, "Orphan heaps"; never a thread id).
 #define MI_THREAD_ID_ORPHAN               ((uintptr_t)2)
 
-// The owner id of the shared large segments, whose pages belong to the heaps
-// that hold them (segment.c, "Shared large segments"; never a thread id).
+// The owner id of the shared segments, whose pages belong to the heaps that
+// hold them (segment-shared.c; never a thread id).
 #define MI_THREAD_ID_SHARED               ((uintptr_t)3)
 
 // Thread metadata blocks kept for reuse by new threads, and orphan heaps.
@@ -484,7 +484,7 @@ typedef struct mi_decl_cache_aligned mi_page_s {
 } mi_page_t;
 
 typedef enum mi_page_kind_e {
-  MI_PAGE_LARGE = 1,  // pages of slices (segment.c): 64 KiB slices (one slice of blocks <= 16 KiB, four or more blocks of 16-128 KiB, or one block of 128 KiB-2 MiB), or in a lean segment 16 KiB ones (a heap's first page of a small size)
+  MI_PAGE_SLICES = 1,  // pages of slices (segment.c): 64 KiB slices (one slice of blocks <= 16 KiB, four or more blocks of 16-128 KiB, or one block of 128 KiB-2 MiB), or in a lean segment 16 KiB ones (a heap's first page of a small size)
   MI_PAGE_HUGE        // one page of any size holding one block
 } mi_page_kind_t;
 
@@ -527,7 +527,7 @@ typedef struct mi_segment_s {
   uint8_t    huge_fresh;        // huge: a mi_huge_fresh_t
   uint8_t    huge_pending;      // huge: 1 + the slot of its pending purge (another thread freed the block; written before it hands the block back), 0: none
   bool       guarded;           // secure builds: the header's and the segment end's guards are installed
-  bool       shared;            // a shared large segment: owner id MI_THREAD_ID_SHARED, its pages owned by their heaps (segment.c, "Shared large segments")
+  bool       shared;            // a shared segment of slices: owner id MI_THREAD_ID_SHARED, its pages owned by their heaps (segment-shared.c)
   uint8_t    page_kind;         // a mi_page_kind_t
   uint8_t    page_shift;        // log2 of the page size: 16 (slices), 14 (lean pages) or 22 (huge)
   size_t     huge_purged;       // bytes purged outside its pages, counted in `reset` until the segment goes: huge, its block's while in use (another thread freed it; set by the thread that purges, before the owner may free the segment); lean, the rest of its 4 MiB unit

@@ -249,7 +249,7 @@ void _mi_page_reclaim(mi_heap_t* heap, mi_page_t* page) {
 
 static inline size_t mi_page_retire_size(const mi_page_t* page) {
   const mi_segment_t* segment = _mi_page_segment(page);
-  if (segment->page_kind == MI_PAGE_LARGE) return mi_page_block_size(page) * page->reserved;   // (a run of slices: about its blocks)
+  if (segment->page_kind == MI_PAGE_SLICES) return mi_page_block_size(page) * page->reserved;   // (a run of slices: about its blocks)
   return ((size_t)1 << segment->page_shift);
 }
 
@@ -273,20 +273,7 @@ void _mi_page_abandon(mi_page_t* page, mi_page_queue_t* pq) {
   _mi_page_queue_remove(pq, page);
   // remote frees from now on go straight to thread_free
   mi_assert_internal(mi_tf_delayed(mi_atomic_load_relaxed(&page->xthread_free)) == MI_NEVER_DELAYED_FREE);
-  if (_mi_page_segment(page)->shared) {
-    mi_stat_increase(&pheap->tld->stats, pages_abandoned, 1);
-    if (_mi_segment_page_is_shared_multi(page)) {
-      // medium blocks: the page waits for an adopter (or goes back when empty)
-      _mi_segment_shared_page_abandon(page, segments_tld);
-      return;
-    }
-    // a large page: whoever frees its block gives it back, maybe right
-    // after the store below (not touched after it)
-    mi_page_set_heap(page, NULL);
-    return;
-  }
-  mi_page_set_heap(page, NULL);
-  _mi_segment_page_abandon(page, segments_tld);
+  _mi_segment_page_abandon(page, segments_tld);   // (the page has no heap from here on)
 }
 
 // Give an empty page back to its segment.

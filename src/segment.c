@@ -1,20 +1,28 @@
 /* ----------------------------------------------------------------------------
   segment.c -- segments: 4 MiB aligned containers of pages.
 
-  A segment is 64 slices of 64 KiB, or one huge page (then the segment is as
-  big as the block needs). The segments of slices are shared by all threads
-  ("Shared segments" below): a page is a run of free slices, one slice for
-  small blocks, a few for medium ones, as many as its block needs for a large
-  one ("Large pages" below); a page request takes the fitting run that is
-  cheapest to claim (the most resident slices; in secure builds also the
-  fewest guard system calls) in any shared segment, under one process-wide lock. A
-  thread keeps a few of the small pages it empties for its next small pages
-  ("The page stash"). A heap's first page of a small size is a *lean page*
-  instead: a slice of 16 KiB of a shared lean segment (1 MiB of a 4 MiB unit;
-  "Lean pages" below). A thread owns segments of its own only for the huge
-  blocks. (A signal handler that interrupts the lock's holder and needs a
-  new page gets none: malloc is not async-signal-safe; docs/design.md,
-  "Signal handlers".)
+  A segment is 64 slices of 64 KiB (16 KiB in a lean segment), or one huge
+  page (then the segment is as big as the block needs). The segments of
+  slices are shared by all threads (segment-shared.c): a page is a run of
+  free slices, one slice for small blocks, a few for medium ones, as many as
+  its block needs for a large one ("Large pages" below); a page request
+  takes the fitting run that is cheapest to claim (the most resident slices;
+  in secure builds also the fewest guard system calls). A thread owns
+  segments of its own only for the huge blocks. (A signal handler that
+  interrupts the shared lock's holder and needs a new page gets none:
+  malloc is not async-signal-safe; docs/design.md, "Signal handlers".)
+
+  Owns: what every segment does. Its memory (a region block, a cached shared
+  segment, or a mapping of its own for a big alignment) and header; the
+  guard pages of secure builds, and those a segment leaves in its region
+  block for the next one; the page layout and the runs of slices; claiming
+  and clearing a page; the delayed purge of free pages ("Page purge"); the
+  trim lock; the exit budget; and the layer's entry points (page allocation,
+  page free, abandonment, remote frees), which hand each kind of segment to
+  its file: segment-shared.c, segment-huge.c.
+  May call: the regions (region.c), the OS layer (os.c), the segment map,
+  the due table (purge-thread.c), and the other segment files through
+  segment-internal.h.
 
   Pages given back to a segment wait for a *delayed purge*: after
   `reset_delay` ms their memory is purged, unless they are claimed again
@@ -24,30 +32,27 @@
   per page in a per-thread queue (one madvise per page).
 
   When a thread ends, its pages of small and medium blocks in use wait on a
-  list of their size class for a thread that adopts them ("Abandoned
-  pages"), and a large page for whoever frees its block. A huge segment
-  whose block is still in use is *abandoned*: owner id 0, and the thread
-  that frees the block claims it by a CAS of the owner id from 0 and frees
-  it (segment-huge.c).
+  list of their size class for a thread that adopts them (segment-shared.c),
+  and a large page for whoever frees its block. A huge segment whose block
+  is still in use is *abandoned*: owner id 0, and the thread that frees the
+  block claims it by a CAS of the owner id from 0 and frees it
+  (segment-huge.c).
 
   Big alignments (> 2 MiB): a huge segment whose block holds the pointer
   handed out in its first unit, past the header, or exactly one unit after
   the segment start (_mi_segment_big_aligned_ofs); see docs/design.md.
 
   Trim (malloc_trim, mi_collect(true)): any thread purges the free pages of
-  every thread's segments, those of threads that block and never call the
-  allocator again included. The owner's claims, clears and purges of pages
-  take the segment's trim lock (once per page, never on the malloc/free fast
-  paths), and the trim purges a segment's free pages while it holds that
-  lock; see "The trim lock" below, segment-walk.c (the trim itself) and
-  docs/design.md. The mallinfo figures walk the page descriptors of every
-  segment the same way (segment-walk.c).
-
-  What is particular to huge segments (a block another thread frees, its
-  pending purge, populating fresh ones) is in segment-huge.c; when the
-  process-wide purges fall due (huge, sweep, shared) is kept in the due table
-  (purge-thread.c).
+  every segment, those of threads that block and never call the allocator
+  again included. Claims, clears and purges of pages take the segment's
+  trim lock (once per page, never on the malloc/free fast paths), and the
+  trim purges a segment's free pages while it holds that lock; see "The trim
+  lock" below, segment-walk.c (the trim itself) and docs/design.md. The
+  mallinfo figures walk the page descriptors of every segment the same way
+  (segment-walk.c).
 -----------------------------------------------------------------------------*/
+#include "segment-internal.h"
+#include "prim/prim.h"
 #include "segment-internal.h"
 #include "prim/prim.h"
 
@@ -87,7 +92,7 @@ static bool mi_segment_is_valid(const mi_segment_t* segment, mi_segments_tld_t* 
 
 static size_t mi_segment_page_size(const mi_segment_t* segment) {
   if (segment->capacity > 1) {
-    mi_assert_internal(segment->page_kind <= MI_PAGE_LARGE);
+    mi_assert_internal(segment->page_kind <= MI_PAGE_SLICES);
     return ((size_t)1 << segment->page_shift);
   }
   mi_assert_internal(segment->page_kind == MI_PAGE_HUGE);
@@ -126,7 +131,7 @@ static size_t mi_slice_page_align(size_t block_size) {
 // the first medium block where it is aligned, and secure builds keep room for
 // a guard page at the end. A page in use finds its length again from its
 // continuations (mi_segment_page_slices).
-static size_t mi_segment_run_slices(const mi_segment_t* segment, size_t idx, size_t block_size, size_t blocks) {
+size_t _mi_segment_run_slices(const mi_segment_t* segment, size_t idx, size_t block_size, size_t blocks) {
   const size_t slice_size = mi_segment_page_size(segment);   // (16 KiB in a lean segment)
   const size_t run_start = idx * slice_size;
   size_t start = (idx == 0 ? segment->segment_info_size : run_start);   // (offsets in the segment)
@@ -156,7 +161,6 @@ static size_t mi_segment_run_slices(const mi_segment_t* segment, size_t idx, siz
 // since). (A slice weighed as two guard calls cut them further, but a run
 // then faults in fresh slices to save guard calls while resident ones wait
 // for their purge.)
-#define MI_SLICE_FAULT_COST  (MI_SLICES_PER_SEGMENT + 1)
 
 static size_t mi_segment_run_cost(const mi_segment_t* segment, size_t first, size_t n) {
   const uint64_t run = mi_bit_mask(n, first);
@@ -171,15 +175,15 @@ static size_t mi_segment_run_cost(const mi_segment_t* segment, size_t first, siz
   return cost;
 }
 
-// The run of free slices of a large segment that fits `blocks` blocks of
-// `block_size` (mi_segment_run_slices; from slice 0 it takes more: the
+// The run of free slices of a segment of slices that fits `blocks` blocks of
+// `block_size` (_mi_segment_run_slices; from slice 0 it takes more: the
 // header) that costs least to claim (mi_segment_run_cost), the lowest of
 // those; `*cost`: its cost.
-static bool mi_segment_large_find_run_cost(const mi_segment_t* segment, size_t block_size, size_t blocks, size_t* first, size_t* cost) {
-  mi_assert_internal(segment->page_kind == MI_PAGE_LARGE);
+bool _mi_segment_find_run_cost(const mi_segment_t* segment, size_t block_size, size_t blocks, size_t* first, size_t* cost) {
+  mi_assert_internal(segment->page_kind == MI_PAGE_SLICES);
   const uint64_t free = segment->free_mask;
-  const size_t n = mi_segment_run_slices(segment, 1, block_size, blocks);
-  if (n == 1 && mi_segment_run_slices(segment, 0, block_size, blocks) == 1) {
+  const size_t n = _mi_segment_run_slices(segment, 1, block_size, blocks);
+  if (n == 1 && _mi_segment_run_slices(segment, 0, block_size, blocks) == 1) {
     // one slice (small blocks): resident with its guard in place, resident,
     // guarded, any; the lowest
     if (free == 0) return false;
@@ -197,16 +201,16 @@ static bool mi_segment_large_find_run_cost(const mi_segment_t* segment, size_t b
   uint64_t starts = free;   // bit i: slices i .. i+n-1 are free
   for (size_t k = 1; k < n && starts != 0; k++) starts &= (free >> k);
   if ((starts & 1) != 0) {
-    const uint64_t run0 = mi_bit_mask(mi_segment_run_slices(segment, 0, block_size, blocks), 0);
+    const uint64_t run0 = mi_bit_mask(_mi_segment_run_slices(segment, 0, block_size, blocks), 0);
     if ((free & run0) != run0) starts &= ~(uint64_t)1;
   }
   if (starts == 0) return false;
   *first = mi_ctz(starts);
-  *cost = mi_segment_run_cost(segment, *first, mi_segment_run_slices(segment, *first, block_size, blocks));
+  *cost = mi_segment_run_cost(segment, *first, _mi_segment_run_slices(segment, *first, block_size, blocks));
   if (!MI_SECURE_PAGE_GUARDS && segment->purge_mask == 0) return true;   // (every run costs its length)
   for (uint64_t m = starts & (starts - 1); m != 0 && *cost > 0; m &= m - 1) {
     const size_t i = mi_ctz(m);
-    const size_t c = mi_segment_run_cost(segment, i, mi_segment_run_slices(segment, i, block_size, blocks));
+    const size_t c = mi_segment_run_cost(segment, i, _mi_segment_run_slices(segment, i, block_size, blocks));
     if (c < *cost) { *cost = c; *first = i; }
   }
   return true;
@@ -219,7 +223,7 @@ static bool mi_segment_large_find_run_cost(const mi_segment_t* segment, size_t b
 // meanwhile: its flags byte is only ever written atomically, and it never
 // reads as a continuation of this run.
 static size_t mi_segment_page_slices(const mi_segment_t* segment, const mi_page_t* page) {
-  if (segment->page_kind != MI_PAGE_LARGE || !page->segment_in_use) return 1;
+  if (segment->page_kind != MI_PAGE_SLICES || !page->segment_in_use) return 1;
   size_t n = 1;
   while (page->segment_idx + n < segment->capacity && mi_page_is_continuation(page + n)) n++;
   return n;
@@ -251,7 +255,7 @@ uint8_t* _mi_segment_page_start(const mi_segment_t* segment, const mi_page_t* pa
   uint8_t* p = (uint8_t*)segment + page->segment_idx * slice_size;
   size_t psize = slice_size;
   size_t last = page->segment_idx;   // the page's last slice
-  if (segment->page_kind == MI_PAGE_LARGE && block_size > 0) {
+  if (segment->page_kind == MI_PAGE_SLICES && block_size > 0) {
     const size_t n = mi_segment_page_slices(segment, page);
     psize = n * slice_size;
     last += n - 1;
@@ -271,7 +275,7 @@ uint8_t* _mi_segment_page_start(const mi_segment_t* segment, const mi_page_t* pa
     // small blocks (slice 0 only: the others are), of its largest power of two
     // in a page of medium blocks
     size_t align = 0;
-    if (block_size > 0 && segment->page_kind == MI_PAGE_LARGE) {
+    if (block_size > 0 && segment->page_kind == MI_PAGE_SLICES) {
       if (block_size <= MI_SMALL_OBJ_SIZE_MAX) align = (page->segment_idx == 0 ? block_size : 0);
       else if (block_size <= MI_MEDIUM_OBJ_SIZE_MAX) align = mi_slice_page_align(block_size);
     }
@@ -322,7 +326,7 @@ static void mi_segment_guards(mi_segment_t* segment, bool on) {
 // slices from `first` (a page of medium or large blocks), installed the first time a page
 // ends there in this segment's life. A run also lifts the guards its slices
 // ended in before (they are inside its block now).
-static void mi_segment_run_guard(mi_segment_t* segment, size_t first, size_t n) {
+void _mi_segment_run_guard(mi_segment_t* segment, size_t first, size_t n) {
   #if MI_SECURE_PAGE_GUARDS
   if (segment->page_kind == MI_PAGE_HUGE || segment->mem_is_pinned) return;
   const size_t guard = mi_segment_guard_size();
@@ -423,7 +427,7 @@ static void mi_segment_trim_fold(mi_segment_t* segment) {
 
 // Take the trim lock of a segment (waiting while a trim holds it); false if
 // this thread held it already, and then the matching unlock does nothing.
-static bool mi_segment_lock(mi_segment_t* segment) {
+bool _mi_segment_trim_lock(mi_segment_t* segment) {
   const uintptr_t self = _mi_thread_id();
   uintptr_t expected = 0;
   if (!mi_atomic_cas_strong_acq_rel(&segment->trim_lock, &expected, self)) {
@@ -437,7 +441,7 @@ static bool mi_segment_lock(mi_segment_t* segment) {
   return true;
 }
 
-static void mi_segment_unlock(mi_segment_t* segment, bool locked) {
+void _mi_segment_trim_unlock(mi_segment_t* segment, bool locked) {
   if (locked) mi_atomic_store_release(&segment->trim_lock, 0);
 }
 
@@ -450,7 +454,7 @@ static inline bool mi_segment_is_locked(const mi_segment_t* segment) {
 // Page purge and its delay
 // ---------------------------------------------------------------------------
 //
-// An unused page (or slice) of a small or large segment is not purged at once: its bit
+// An unused page (or slice) of a segment is not purged at once: its bit
 // is set in the segment's purge_mask with an expiry `reset_delay` ms ahead
 // (kept in the unused page's descriptor), and the segment's time is noted in
 // the due table (MI_DUE_SHARED; huge segments have no page purges). Claiming the page before then clears the bit: no system
@@ -478,7 +482,7 @@ size_t _mi_segment_pages_range(const mi_segment_t* segment, size_t first, size_t
   size_t size = (size_t)(last + last_size - *start);
   #if MI_SECURE_PAGE_GUARDS
   const size_t lastidx = first + n - 1;
-  if (segment->page_kind == MI_PAGE_LARGE && lastidx + 1 < segment->capacity &&
+  if (segment->page_kind == MI_PAGE_SLICES && lastidx + 1 < segment->capacity &&
       (mi_atomic_load_relaxed(&segment->guard_mask) & ((uint64_t)1 << lastidx)) == 0) {
     size += mi_segment_guard_size();
   }
@@ -525,7 +529,7 @@ static void mi_segment_purge_pages(mi_segment_t* segment, uint64_t mask) {
 
 // Purge the pending pages of a segment that are due at `now` (all if forced)
 // and recompute its expiry.
-static void mi_segment_purge_due(mi_segment_t* segment, int64_t now, bool force) {
+void _mi_segment_purge_due(mi_segment_t* segment, int64_t now, bool force) {
   if (segment->purge_mask == 0) return;
   if (!force && now < segment->purge_expire) return;
   // pages due within a quarter of the delay go along: fewer, longer runs
@@ -544,9 +548,9 @@ static void mi_segment_purge_due(mi_segment_t* segment, int64_t now, bool force)
   }
   segment->purge_mask &= ~due;
   segment->purge_expire = next;
-  const bool locked = mi_segment_lock(segment);
+  const bool locked = _mi_segment_trim_lock(segment);
   mi_segment_purge_pages(segment, due);
-  mi_segment_unlock(segment, locked);
+  _mi_segment_trim_unlock(segment, locked);
 }
 
 // Unused pages (or the slices of a large page): purge them after the delay,
@@ -578,58 +582,19 @@ static void mi_segment_purge_cancel(mi_segment_t* segment, uint64_t mask) {
   segment->purge_mask &= ~mask;
   for (uint64_t m = mask; m != 0; m &= m - 1) segment->pages[mi_ctz(m)].purge_expire = 0;
   if (segment->purge_mask == 0) segment->purge_expire = 0;
-  // else purge_expire may be early: mi_segment_purge_due recomputes it
+  // else purge_expire may be early: _mi_segment_purge_due recomputes it
 }
 
 // Drop all pending purges of a segment (it is freed, and its memory goes back
 // to the region, which purges it after its own delay).
-static void mi_segment_purge_clear(mi_segment_t* segment) {
+void _mi_segment_purge_clear(mi_segment_t* segment) {
   for (uint64_t m = segment->purge_mask; m != 0; m &= m - 1) segment->pages[mi_ctz(m)].purge_expire = 0;
   segment->purge_mask = 0;
   segment->purge_expire = 0;
 }
 
-// ---------------------------------------------------------------------------
-// The process-wide purges of the segment layer
-// ---------------------------------------------------------------------------
-
-static void mi_segment_page_clear(mi_segment_t* segment, mi_page_t* page, mi_segments_tld_t* tld);
-static void mi_shared_note_expire(int64_t expire);
-static void mi_shared_page_free(mi_page_t* page, mi_segments_tld_t* tld);
-static void mi_shared_try_purge(int64_t now, bool force);
-static void mi_shared_try_sweep(int64_t now);
-static bool mi_page_stash_push(mi_segment_t* segment, mi_page_t* page, mi_segments_tld_t* tld);
-
-static mi_decl_thread uint32_t mi_abandoned_frees;   // frees into abandoned pages by this thread
-
-// A block was freed into an abandoned page of a shared segment: make sure
-// the sweep of the abandoned pages is scheduled (a clock read on the first
-// such free after a sweep), and check whether one is due on every 64th such
-// free of this thread.
-void _mi_segment_abandoned_free_note(void) {
-  if (_mi_due_at(MI_DUE_SWEEP) == 0) {
-    _mi_due_note(MI_DUE_SWEEP, _mi_prim_clock_now() + _mi_purge_delay());
-  }
-  else if ((++mi_tls(mi_abandoned_frees) % 64) != 0) {
-    return;
-  }
-  _mi_segments_try_purge();
-}
-
-// The process-wide purges of the segment layer that fall due (the due
-// table's MI_DUE_SEGMENTS): the huge blocks other threads freed, the sweep of
-// the abandoned pages whose blocks all came back, the shared segments'
-// pages. One clock read when something is pending, none otherwise.
-void _mi_segments_try_purge(void) {
-  if (!_mi_due_any(MI_DUE_SEGMENTS)) return;
-  const int64_t now = _mi_prim_clock_now();
-  _mi_segments_try_purge_huge(now);
-  mi_shared_try_sweep(now);
-  mi_shared_try_purge(now, false);
-}
-
 // The statistics of a purged page that is used again (or goes back with its segment).
-static void mi_page_unpurge_stat(mi_segment_t* segment, mi_page_t* page) {
+void _mi_segment_page_unpurge_stat(mi_segment_t* segment, mi_page_t* page) {
   size_t psize;
   uint8_t* start = _mi_segment_page_start(segment, page, 0, &psize, NULL);
   mi_stat_decrease(NULL, reset, _mi_os_inward_size(start, psize));
@@ -645,79 +610,13 @@ static bool mi_page_unpurge(mi_segment_t* segment, mi_page_t* page) {
     page->is_committed = true;
   }
   if (page->is_purged) {
-    mi_page_unpurge_stat(segment, page);
+    _mi_segment_page_unpurge_stat(segment, page);
     page->is_purged = false;
     // a purged page reads as zeros if its whole area was purged (not page 0,
     // whose area shares an OS page with the header)
     page->is_zero_init = (page->segment_idx > 0 || segment->aligned_block != NULL);
   }
   return true;
-}
-
-// ---------------------------------------------------------------------------
-// The cache of empty shared segments (option segment_cache, default 0 = off):
-// an emptied shared segment of slices is kept, whole and committed, under the
-// shared lock, and the next shared segment built takes it without going to
-// the region. At most min(segment_cache, 1 + peak shared segments / 8) are
-// kept; a forced collection gives them back (a thread that ends does not:
-// the cache is the process's).
-// ---------------------------------------------------------------------------
-
-// A thread that ends leaves the segments it empties in the regions for the
-// threads that follow (they wait for their delay like any freed segment, and
-// the next segment built takes the resident ones first), as long as the
-// regions hold less than MI_EXIT_RESIDENT_MAX of freed resident memory;
-// beyond it they are purged at once (docs/design.md, "Thread exit").
-#define MI_EXIT_RESIDENT_MAX  (8 * MI_SEGMENT_SIZE)
-
-static bool mi_segment_exit_over_budget(const mi_segments_tld_t* tld) {
-  return (tld->ending && _mi_region_resident_free_above(MI_EXIT_RESIDENT_MAX));
-}
-
-// (the cache and the counts below: under the shared lock)
-static mi_segment_t* mi_shared_cache;        // empty shared segments kept (links next)
-static size_t mi_shared_cache_count;
-static size_t mi_shared_count;               // shared segments in use now (the cached ones not counted)
-static size_t mi_shared_peak;                // the most in use at once (the cache keeps 1 + peak/8)
-static size_t mi_shared_made[2];             // shared segments ever made, of slices and lean ones (eager_commit_delay counts each kind)
-
-static bool mi_segment_cache_push(mi_segment_t* segment) {
-  mi_assert_internal(segment->shared && segment->used == 0);
-  if (segment->mem_is_pinned || _mi_segment_is_lean(segment)) return false;
-  const size_t option = (size_t)mi_option_get(mi_option_segment_cache);
-  if (option == 0) return false;
-  const size_t max = 1 + (mi_shared_peak / 8);
-  if (mi_shared_cache_count >= option || mi_shared_cache_count >= max) return false;
-  if (!segment->mem_is_committed) return false;
-  const bool locked = mi_segment_lock(segment);   // (a trim may purge it while it waits here)
-  for (size_t i = 0; i < segment->capacity; i++) {
-    mi_page_t* page = &segment->pages[i];
-    if (!page->is_committed) {   // only whole segments are kept
-      mi_segment_unlock(segment, locked);
-      return false;
-    }
-  }
-  for (size_t i = 0; i < segment->capacity; i++) {
-    mi_page_t* page = &segment->pages[i];
-    if (page->is_purged) { mi_page_unpurge_stat(segment, page); page->is_purged = false; }
-  }
-  mi_segment_unlock(segment, locked);
-  segment->next = mi_shared_cache;
-  segment->prev = NULL;
-  mi_shared_cache = segment;
-  mi_shared_cache_count++;
-  mi_stat_increase(NULL, segments_cached, 1);
-  return true;
-}
-
-static mi_segment_t* mi_segment_cache_pop(void) {
-  mi_segment_t* segment = mi_shared_cache;
-  if (segment == NULL) return NULL;
-  mi_shared_cache = segment->next;
-  mi_shared_cache_count--;
-  segment->next = NULL;
-  mi_stat_decrease(NULL, segments_cached, 1);
-  return segment;
 }
 
 // ---------------------------------------------------------------------------
@@ -735,7 +634,7 @@ static mi_segment_t* mi_segment_cache_pop(void) {
 #define MI_GUARD_WORD_SLICES  ((uint64_t)1 << 63)
 
 static uint64_t mi_segment_guard_word(const mi_segment_t* segment) {
-  if (!segment->guarded || segment->page_kind != MI_PAGE_LARGE) return 0;   // (huge segments span other sizes: they leave none)
+  if (!segment->guarded || segment->page_kind != MI_PAGE_SLICES) return 0;   // (huge segments span other sizes: they leave none)
   return MI_GUARD_WORD_SLICES | (mi_atomic_load_relaxed(&segment->guard_mask) & (MI_GUARD_WORD_SLICES - 1));
 }
 
@@ -743,9 +642,24 @@ static uint64_t mi_segment_guard_word(const mi_segment_t* segment) {
 // slices whose guard is installed (0 when they do not serve).
 static bool mi_segment_guard_word_serves(uint64_t word, mi_page_kind_t kind, uint64_t* mask) {
   *mask = 0;
-  if (kind != MI_PAGE_LARGE || (word & MI_GUARD_WORD_SLICES) == 0) return false;
+  if (kind != MI_PAGE_SLICES || (word & MI_GUARD_WORD_SLICES) == 0) return false;
   *mask = word & (MI_GUARD_WORD_SLICES - 1);
   return true;
+}
+
+// ---------------------------------------------------------------------------
+// Thread exit: the exit budget
+// ---------------------------------------------------------------------------
+
+// A thread that ends leaves the segments it empties in the regions for the
+// threads that follow (they wait for their delay like any freed segment, and
+// the next segment built takes the resident ones first), as long as the
+// regions hold less than MI_EXIT_RESIDENT_MAX of freed resident memory;
+// beyond it they are purged at once (docs/design.md, "Thread exit").
+#define MI_EXIT_RESIDENT_MAX  (8 * MI_SEGMENT_SIZE)
+
+bool _mi_segment_exit_over_budget(const mi_segments_tld_t* tld) {
+  return (tld->ending && _mi_region_resident_free_above(MI_EXIT_RESIDENT_MAX));
 }
 
 // ---------------------------------------------------------------------------
@@ -774,7 +688,7 @@ static bool mi_segment_mem_alloc(size_t segment_size, size_t info_size, mi_page_
   memset(mem, 0, sizeof(*mem));
   uint64_t word = 0;
   mi_segment_t* cached;
-  if (shared && segment_size == MI_SEGMENT_SIZE && (cached = mi_segment_cache_pop()) != NULL) {
+  if (shared && segment_size == MI_SEGMENT_SIZE && (cached = _mi_shared_cache_pop()) != NULL) {
     // a cached shared segment (under the shared lock): committed, not known zero
     word = mi_segment_guard_word(cached);
     mem->start = (uint8_t*)cached;
@@ -783,7 +697,7 @@ static bool mi_segment_mem_alloc(size_t segment_size, size_t info_size, mi_page_
     mem->committed = true;
     mi_stat_decrease(NULL, segments, 1);   // counted again in mi_segment_init
     _mi_segment_map_freed_at(cached);   // (waits for a trim that holds it: then it is ours alone)
-    for (uint64_t m = cached->trim_purged; m != 0; m &= m - 1) mi_page_unpurge_stat(cached, &cached->pages[mi_ctz(m)]);
+    for (uint64_t m = cached->trim_purged; m != 0; m &= m - 1) _mi_segment_page_unpurge_stat(cached, &cached->pages[mi_ctz(m)]);
   }
   else if (page_alignment > MI_ALIGNMENT_MAX_IN_SEGMENT) {
     mem->size = segment_size;
@@ -862,15 +776,17 @@ static mi_segment_t* mi_segment_init(const mi_segment_mem_t* mem, mi_page_kind_t
     // on memory an earlier segment left resident: its unused pages go back
     // after the delay like any other free page, unless claimed before
     if (!mem->zero) mi_segment_purge_add(segment, segment->free_mask);
-    if (shared && segment->purge_expire != 0) mi_shared_note_expire(segment->purge_expire);
+    if (shared) _mi_due_note(MI_DUE_SHARED, segment->purge_expire);
   }
   return segment;
 }
 
 // Allocate a segment: `required` > 0 for a huge segment, `page_alignment` >
-// MI_ALIGNMENT_MAX_IN_SEGMENT for a big-alignment one.
-static mi_segment_t* mi_segment_alloc(size_t required, mi_page_kind_t page_kind, size_t page_shift,
-                                      size_t page_alignment, size_t align_offset, bool shared, mi_segments_tld_t* tld) {
+// MI_ALIGNMENT_MAX_IN_SEGMENT for a big-alignment one; `shared`, a shared
+// segment of slices, which commits page by page when `commit_delayed` (the
+// process's first ones of each kind: option eager_commit_delay).
+mi_segment_t* _mi_segment_alloc(size_t required, mi_page_kind_t page_kind, size_t page_shift, size_t page_alignment,
+                                size_t align_offset, bool shared, bool commit_delayed, mi_segments_tld_t* tld) {
   mi_assert_internal((page_kind == MI_PAGE_HUGE) == (required > 0));
   mi_assert_internal(page_kind != MI_PAGE_HUGE || page_shift == MI_SEGMENT_SHIFT);
   mi_assert_internal(page_kind == MI_PAGE_HUGE || page_shift == MI_SLICE_SHIFT || (MI_LEAN_PAGES && page_shift == MI_LEAN_PAGE_SHIFT));
@@ -893,10 +809,8 @@ static mi_segment_t* mi_segment_alloc(size_t required, mi_page_kind_t page_kind,
     segment_size = (guard > 0 ? _mi_align_up(block_ofs + required + guard, guard) : _mi_align_up(block_ofs + required, MI_HUGE_SEGMENT_ROUND));
     os_offset = (ptr_ofs + align_offset) % page_alignment;   // a multiple of the segment size (modulo 2^64: any offset)
   }
-  // commit policy: the process's first shared segments of each kind may
-  // commit page by page
   mi_assert_internal(shared == (page_kind != MI_PAGE_HUGE));   // (huge segments are the only ones a thread owns)
-  const bool eager_delayed = (shared && mi_shared_made[page_shift == MI_LEAN_PAGE_SHIFT] < (size_t)mi_option_get(mi_option_eager_commit_delay));
+  const bool eager_delayed = (shared && commit_delayed);
   const bool eager = !eager_delayed && (mi_option_get(mi_option_eager_commit) != 0);
   const bool commit = eager || (page_kind == MI_PAGE_HUGE);
   const bool allow_pinned = !MI_SECURE_GUARDS && !eager_delayed && page_shift != MI_LEAN_PAGE_SHIFT;   // pinned large/huge OS pages (secure: guards need mprotect; a lean segment would pin a whole unit for 1 MiB)
@@ -927,7 +841,7 @@ void _mi_segment_os_free(mi_segment_t* segment, bool purge_now, mi_stats_t* stat
   bool whole = segment->mem_is_committed;
   for (size_t i = 0; i < segment->capacity; i++) {
     mi_page_t* page = &segment->pages[i];
-    if (page->is_purged) { mi_page_unpurge_stat(segment, page); page->is_purged = false; }
+    if (page->is_purged) { _mi_segment_page_unpurge_stat(segment, page); page->is_purged = false; }
     if (!page->is_committed) whole = false;
   }
   if (!whole) {
@@ -965,9 +879,9 @@ static void mi_segment_free(mi_segment_t* segment, bool force, mi_segments_tld_t
   if (segment->page_kind == MI_PAGE_HUGE) _mi_segment_huge_fresh_free(segment);
   // the unused pages' pending purges are dropped: the region purges the whole
   // segment after its own delay (or now, when forced)
-  mi_segment_purge_clear(segment);
+  _mi_segment_purge_clear(segment);
   mi_segments_track_size(-((int64_t)segment->segment_size), tld);
-  if (!force && mi_segment_exit_over_budget(tld)) force = true;
+  if (!force && _mi_segment_exit_over_budget(tld)) force = true;
   _mi_segment_os_free(segment, force, &_mi_segments_tld_stats(tld));
   _mi_region_try_purge();
 }
@@ -978,26 +892,26 @@ static void mi_segment_free(mi_segment_t* segment, bool force, mi_segments_tld_t
 
 // Claim a free page, or for a large page the run of `n` free slices from
 // `page` (its first; the others become its continuations).
-static bool mi_segment_page_claim(mi_segment_t* segment, mi_page_t* page, size_t n, mi_segments_tld_t* tld) {
+bool _mi_segment_page_claim(mi_segment_t* segment, mi_page_t* page, size_t n, mi_segments_tld_t* tld) {
   mi_assert_internal(_mi_page_segment(page) == segment);
   const size_t first = page->segment_idx;
   const uint64_t run = mi_bit_mask(n, first);
   mi_assert_internal((segment->free_mask & run) == run);
-  mi_assert_internal(n == 1 || segment->page_kind == MI_PAGE_LARGE);
+  mi_assert_internal(n == 1 || segment->page_kind == MI_PAGE_SLICES);
   mi_segment_purge_cancel(segment, run);   // claimed before their purge: no system call
-  const bool locked = mi_segment_lock(segment);
+  const bool locked = _mi_segment_trim_lock(segment);
   bool zero = true;
   for (size_t i = first; i < first + n; i++) {
     mi_page_t* slice = &segment->pages[i];
     const bool was_committed = slice->is_committed;
     if (!mi_page_unpurge(segment, slice) || (!was_committed && i + 1 < first + n && !mi_segment_guard_place_commit(segment, i))) {
       mi_segment_purge_add(segment, run);   // (those it made resident again)
-      mi_segment_unlock(segment, locked);
+      _mi_segment_trim_unlock(segment, locked);
       return false;
     }
     zero = zero && slice->is_zero_init;
   }
-  if (!segment->shared) mi_segment_run_guard(segment, first, n);   // (a shared segment's run: by the claimer, outside the shared lock)
+  if (!segment->shared) _mi_segment_run_guard(segment, first, n);   // (a shared segment's run: by the claimer, outside the shared lock)
   for (size_t i = first + 1; i < first + n; i++) {
     mi_page_t* slice = &segment->pages[i];
     slice->segment_in_use = true;
@@ -1008,7 +922,7 @@ static bool mi_segment_page_claim(mi_segment_t* segment, mi_page_t* page, size_t
   page->used = 0;
   page->segment_in_use = true;
   segment->free_mask &= ~run;
-  mi_segment_unlock(segment, locked);
+  _mi_segment_trim_unlock(segment, locked);
   segment->used++;
   mi_stat_increase(&_mi_segments_tld_stats(tld), pages, 1);
   mi_assert_internal(segment->used <= segment->capacity);
@@ -1016,7 +930,7 @@ static bool mi_segment_page_claim(mi_segment_t* segment, mi_page_t* page, size_t
 }
 
 // The statistics of a page's blocks go (the page is emptied).
-static void mi_segment_page_uncount(mi_segment_t* segment, mi_page_t* page, mi_stats_t* stats) {
+void _mi_segment_page_uncount(mi_segment_t* segment, mi_page_t* page, mi_stats_t* stats) {
   if (page->capacity > 0) {
     size_t psize;
     _mi_page_start(segment, page, &psize);
@@ -1032,7 +946,7 @@ static void mi_segment_page_uncount(mi_segment_t* segment, mi_page_t* page, mi_s
 // below reads it, outside the shared lock, to find where its run ends
 // (mi_segment_page_slices; it reads "not a continuation" whatever the
 // descriptor's state, but a plain write would race with that read).
-static void mi_page_descriptor_reset(mi_page_t* page) {
+void _mi_segment_page_reset(mi_page_t* page) {
   page->is_zero_init = false;
   page->retire_counted = false;
   const size_t ofs = offsetof(mi_page_t, capacity);
@@ -1043,53 +957,60 @@ static void mi_page_descriptor_reset(mi_page_t* page) {
 }
 
 // Clear a page that is no longer used and queue it for a delayed purge.
-static void mi_segment_page_clear(mi_segment_t* segment, mi_page_t* page, mi_segments_tld_t* tld) {
+void _mi_segment_page_clear(mi_segment_t* segment, mi_page_t* page, mi_segments_tld_t* tld) {
   mi_assert_internal(page->segment_in_use);
   mi_assert_internal(mi_page_all_free(page));
   mi_stats_t* stats = (tld != NULL ? &_mi_segments_tld_stats(tld) : NULL);   // NULL: abandoned segment
   mi_stat_decrease(stats, pages, 1);
-  mi_segment_page_uncount(segment, page, stats);
+  _mi_segment_page_uncount(segment, page, stats);
   const size_t first = page->segment_idx;
   const size_t n = mi_segment_page_slices(segment, page);   // (a large page: its continuations go too)
   const uint64_t run = mi_bit_mask(n, first);
-  const bool locked = mi_segment_lock(segment);
+  const bool locked = _mi_segment_trim_lock(segment);
   for (size_t i = first; i < first + n; i++) {
     mi_page_t* slice = &segment->pages[i];
-    mi_page_descriptor_reset(slice);
+    _mi_segment_page_reset(slice);
     slice->segment_in_use = false;
   }
   segment->used--;
   segment->free_mask |= run;
   mi_segment_purge_add(segment, run);
-  mi_segment_unlock(segment, locked);
+  _mi_segment_trim_unlock(segment, locked);
 }
 
 void _mi_segment_page_free(mi_page_t* page, bool force, mi_segments_tld_t* tld) {
   mi_segment_t* segment = _mi_page_segment(page);
   if (segment->shared) {
-    if (!force && mi_page_stash_push(segment, page, tld)) return;
-    mi_shared_page_free(page, tld);
+    _mi_shared_page_free(page, force, tld);
     return;
   }
   // a huge page: its segment goes with it
   mi_assert_internal(segment->page_kind == MI_PAGE_HUGE);
-  mi_segment_page_clear(segment, page, tld);
+  _mi_segment_page_clear(segment, page, tld);
   mi_segment_free(segment, force, tld);
 }
 
 // ---------------------------------------------------------------------------
-// Huge segments whose thread ended
+// Abandoned pages, and remote frees
 // ---------------------------------------------------------------------------
 
-// The thread of a live huge block ends (or deletes its backing heap): the
-// segment gets owner id 0, and whoever frees the block claims it and frees
-// it (_mi_segment_huge_page_free). Huge segments are the only segments a
-// thread owns: every other page is in a shared segment.
+// A page leaves its heap for good (its thread ends, or deletes its backing
+// heap; _mi_page_abandon took it out of its queue and made its remote frees
+// NEVER_DELAYED): from here on it has no heap. A page of a shared segment
+// stays with its segment: one of small or medium blocks waits for an
+// adopter, a large page for whoever frees its block
+// (which gives it back). A huge segment gets owner id 0, and whoever frees
+// the block claims it and frees it (_mi_segment_huge_page_free). Huge
+// segments are the only segments a thread owns.
 void _mi_segment_page_abandon(mi_page_t* page, mi_segments_tld_t* tld) {
-  mi_assert_internal(mi_page_heap(page) == NULL);
   mi_segment_t* segment = _mi_page_segment(page);
-  mi_assert_internal(segment->page_kind == MI_PAGE_HUGE && segment->used == 1);   // (_mi_page_abandon: shared pages stay with their segments)
   mi_stat_increase(&_mi_segments_tld_stats(tld), pages_abandoned, 1);
+  if (segment->shared) {
+    _mi_shared_page_abandon(page, tld);
+    return;
+  }
+  mi_page_set_heap(page, NULL);
+  mi_assert_internal(segment->page_kind == MI_PAGE_HUGE && segment->used == 1);
   segment->abandoned++;
   mi_segments_track_size(-((int64_t)segment->segment_size), tld);
   mi_stat_increase(&_mi_segments_tld_stats(tld), segments_abandoned, 1);
@@ -1109,539 +1030,45 @@ bool _mi_segment_claim(mi_segment_t* segment) {
 // the freeing thread, which still holds its block (the segment cannot go
 // away), waits until the owner lets go of the segment (as soon as its page
 // is abandoned) and then frees it as an abandoned one. Returns the owner id now.
-uintptr_t _mi_segment_await_abandon(const mi_segment_t* segment, uintptr_t owner) {
+static uintptr_t mi_segment_await_abandon(const mi_segment_t* segment, uintptr_t owner) {
   mi_assert_internal(segment->page_kind == MI_PAGE_HUGE && owner != 0 && owner != MI_THREAD_ID_VANISHED);
   uintptr_t now;
   while ((now = mi_atomic_load_acquire(&((mi_segment_t*)segment)->thread_id)) == owner) mi_atomic_yield();
   return now;
 }
 
-// ---------------------------------------------------------------------------
-// Shared segments
-//
-// Pages of small, medium and large blocks (runs of 64 KiB slices) come from
-// segments that no thread owns: any thread claims a run in any of them, and
-// the slices of a page given back are free for every thread and every size
-// at once (resident until their purge delay ends). Segments of their own
-// left a thread's free pages where only that thread could use them: a thread
-// that ended left them to be purged, and the threads that followed faulted
-// in pages of their own (docs/design.md, "Shared large segments" and "Small
-// pages in the shared segments").
-// The slices of the shared segments change under one process-wide lock (a
-// claim or release per 64 KiB page at least, and threads keep a stash of
-// empty small pages); the segments' own trim locks are taken inside it as in
-// any segment. A page in a shared segment belongs to the heap that holds it,
-// like every page: its heap's thread allocates from it, retires, frees and
-// abandons it, and `free`'s fast path compares the page's heap with the
-// thread's default heap. The segment's owner id is MI_THREAD_ID_SHARED,
-// which no thread has: a free into a page of another of the thread's heaps
-// is local on the generic path, any other goes to the page's thread_free (or
-// its heap's delayed list) as a remote free, and a large page abandoned by a
-// thread that ended (no heap) is given back by whoever frees its block. A
-// signal handler that interrupts the lock's holder: a new page it needs is
-// refused (NULL: malloc is not async-signal-safe), a page it gives back waits
-// on a lock-free list for the lock's next holder.
-// ---------------------------------------------------------------------------
-
-static _Atomic(uintptr_t) mi_shared_lock;          // the holder's thread id, 0: free
-static _Atomic(uint32_t) mi_shared_wake;           // bumped by a release that has sleepers to wake (they sleep on it)
-static _Atomic(uint32_t) mi_shared_sleepers;       // threads asleep (or about to be) on mi_shared_wake
-static mi_segment_t* mi_shared_first[2];          // the shared segments: of slices, lean (links next/prev; under the lock)
-static _Atomic(uintptr_t) mi_shared_deferred;     // pages given back while their thread held the lock (links: page->next)
-static mi_decl_thread bool mi_shared_forking;     // this thread took the lock for a fork
-
-static void mi_shared_note_expire(int64_t expire) {
-  _mi_due_note(MI_DUE_SHARED, expire);
-}
-
-// Take the lock; false if this thread holds it already (a signal handler
-// interrupted it there). A few yields, then sleep until a release: the holder
-// may be in a system call (a purge, a guard page's mprotect, a new segment),
-// and waiters that only yielded kept the cores busy for it (`xstress 32 20 5`
-// under the secure profile ON: 2.2 s of user time for 0.25 s of work).
-// The lock word holds the holder's id, so a signal handler of the holder
-// knows it at once; the sleepers wait on a separate word that a release
-// bumps. (A sleeper counts itself before it looks at the lock a last time,
-// and a release looks at the count after it let go: one of them sees the
-// other: a sequentially consistent fence on both sides.)
-#define MI_SHARED_SPINS  (16)
-
-static bool mi_shared_enter(void) {
-  const uintptr_t tid = _mi_thread_id();
-  if (mi_atomic_load_relaxed(&mi_shared_lock) == tid) return false;
-  for (size_t round = 0; ; round++) {
-    uintptr_t expected = 0;
-    if (mi_atomic_cas_strong_acq_rel(&mi_shared_lock, &expected, tid)) return true;
-    if (round < MI_SHARED_SPINS) { mi_atomic_yield(); continue; }
-    const uint32_t seen = mi_atomic_load_acquire(&mi_shared_wake);
-    mi_atomic_add_acq_rel(&mi_shared_sleepers, 1);
-    mi_atomic_fence_seq_cst();
-    if (mi_atomic_load_relaxed(&mi_shared_lock) != 0) _mi_prim_word_wait((const uint32_t*)&mi_shared_wake, seen);
-    mi_atomic_sub_acq_rel(&mi_shared_sleepers, 1);
-  }
-}
-
-static void mi_shared_release(void) {
-  mi_atomic_store_release(&mi_shared_lock, 0);
-  mi_atomic_fence_seq_cst();
-  if (mi_atomic_load_relaxed(&mi_shared_sleepers) != 0) {
-    mi_atomic_add_acq_rel(&mi_shared_wake, 1);
-    _mi_prim_word_wake((const uint32_t*)&mi_shared_wake);
-  }
-}
-
-// An empty shared segment leaves the list (under the lock): into the cache
-// (option segment_cache), else back to its region, where it waits for its
-// delay, unless a thread that ends empties it while the regions hold more
-// than the exit budget of freed resident memory (then it is purged now).
-static void mi_shared_segment_free(mi_segment_t* segment, mi_segments_tld_t* tld) {
-  mi_assert_internal(segment->used == 0 && segment->shared);
-  const bool lean = _mi_segment_is_lean(segment);
-  if (segment->prev != NULL) segment->prev->next = segment->next;
-  else mi_shared_first[lean] = segment->next;
-  if (segment->next != NULL) segment->next->prev = segment->prev;
-  segment->next = segment->prev = NULL;
-  mi_segment_purge_clear(segment);
-  if (!lean) mi_shared_count--;
-  const bool purge_now = (tld != NULL && mi_segment_exit_over_budget(tld));
-  if (!purge_now && mi_segment_cache_push(segment)) return;
-  _mi_segment_os_free(segment, purge_now, (tld != NULL ? &_mi_segments_tld_stats(tld) : NULL));
-}
-
-// Give a page's slices back (under the lock); an empty segment goes back to
-// its region (where it stays resident for the purge delay).
-static void mi_shared_page_clear(mi_page_t* page, mi_segments_tld_t* tld) {
-  mi_segment_t* const segment = _mi_page_segment(page);
-  mi_segment_page_clear(segment, page, tld);
-  if (segment->purge_expire != 0) mi_shared_note_expire(segment->purge_expire);
-  if (segment->used == 0) mi_shared_segment_free(segment, tld);
-}
-
-static void mi_shared_leave(void) {
-  // the pages a signal handler of ours gave back meanwhile
-  mi_page_t* page = (mi_page_t*)mi_atomic_exchange_acq_rel(&mi_shared_deferred, 0);
-  while (page != NULL) {
-    mi_page_t* const next = page->next;
-    page->next = NULL;
-    mi_shared_page_clear(page, NULL);
-    page = next;
-  }
-  mi_shared_release();
-}
-
-// The cached shared segments go back to their regions (a forced collection).
-static void mi_shared_cache_flush(void) {
-  if (!mi_shared_enter()) return;
-  mi_segment_t* segment;
-  while ((segment = mi_segment_cache_pop()) != NULL) _mi_segment_os_free(segment, false, NULL);
-  mi_shared_leave();
-}
-
-// A page of a shared segment is given back (by its heap's thread, or by
-// whoever frees the block of an abandoned page; `tld` NULL then).
-static void mi_shared_page_free(mi_page_t* page, mi_segments_tld_t* tld) {
-  if (!mi_shared_enter()) {
-    // a signal handler of the lock's holder: the holder gives it back when it leaves
-    uintptr_t head = mi_atomic_load_relaxed(&mi_shared_deferred);
-    do {
-      page->next = (mi_page_t*)head;
-    } while (!mi_atomic_cas_weak_acq_rel(&mi_shared_deferred, &head, (uintptr_t)page));
+// Free a block of a page another heap holds, or none (free.c's generic path:
+// the segment's owner id is not the freeing thread's): a page of a shared
+// segment (segment-shared.c), or the block of a huge segment, which the
+// owner gives back at its next slow path (its memory goes after the purge
+// delay, whatever the owner does: segment-huge.c), or which the freeing
+// thread frees at once when its owner ended.
+void _mi_segment_free_remote(mi_segment_t* segment, mi_page_t* page, mi_block_t* block, uintptr_t owner) {
+  if (owner == MI_THREAD_ID_SHARED) {
+    _mi_shared_free_remote(page, block);
     return;
   }
-  mi_shared_page_clear(page, tld);
-  mi_shared_leave();
-}
-
-// The block of an abandoned page of a shared segment is freed: the page is
-// empty (a large page holds one block), and goes back.
-void _mi_segment_shared_free_abandoned(mi_page_t* page) {
-  mi_assert_internal(_mi_page_segment(page)->shared && mi_page_heap(page) == NULL);
-  mi_stat_decrease(NULL, pages_abandoned, 1);
-  mi_page_set_flag(page, MI_PAGE_HAS_ALIGNED | MI_PAGE_HAS_SAMPLED | MI_PAGE_IN_FULL, false);
-  page->used = 0;
-  mi_shared_page_free(page, NULL);
-}
-
-// ---------------------------------------------------------------------------
-// Abandoned pages (docs/design.md, "Medium blocks in the shared segments, and
-// abandoned pages any thread adopts").
-// A page of small or medium blocks whose thread ended with blocks
-// in it waits on the list of its size class (under the shared lock, links
-// next/prev) with no heap. A free into it only pushes the block on its
-// thread_free (free.c) and never touches it again; the lock's holders decide
-// the rest: a thread that needs a page of that size adopts one with room,
-// and one whose every block came back (thread_free count == used) is given
-// back by whoever finds it, an adopter or the sweep (scheduled by the first
-// free into an abandoned page after a sweep, like the abandoned segments').
-// ---------------------------------------------------------------------------
-
-typedef struct mi_page_list_s { mi_page_t* first; mi_page_t* last; } mi_page_list_t;
-static mi_page_list_t mi_shared_abandoned[MI_BIN_HUGE];   // per size class (bin), oldest first
-static _Atomic(size_t) mi_shared_abandoned_count[MI_BIN_HUGE];   // their lengths (written under the lock, read as hints)
-
-// Blocks on the page's thread_free (other threads' frees since its last collect).
-static size_t mi_page_thread_free_count(const mi_page_t* page) {
-  const mi_thread_free_t tf = mi_atomic_load_acquire(&page->xthread_free);
-  #if MI_TF_COUNTED
-  return mi_tf_count(tf);
-  #else
-  size_t n = 0;
-  for (const mi_block_t* block = mi_tf_block(tf); block != NULL; block = mi_block_next(page, block)) n++;
-  return n;
-  #endif
-}
-
-static void mi_shared_abandoned_unlink(mi_page_t* page) {
-  const size_t bin = _mi_bin(page->xblock_size);
-  mi_page_list_t* const list = &mi_shared_abandoned[bin];
-  mi_atomic_store_relaxed(&mi_shared_abandoned_count[bin], mi_atomic_load_relaxed(&mi_shared_abandoned_count[bin]) - 1);
-  if (page->prev != NULL) page->prev->next = page->next;
-  else list->first = page->next;
-  if (page->next != NULL) page->next->prev = page->prev;
-  else list->last = page->prev;
-  page->next = page->prev = NULL;
-}
-
-static void mi_shared_abandoned_append(mi_page_t* page) {
-  const size_t bin = _mi_bin(page->xblock_size);
-  mi_page_list_t* const list = &mi_shared_abandoned[bin];
-  mi_atomic_store_relaxed(&mi_shared_abandoned_count[bin], mi_atomic_load_relaxed(&mi_shared_abandoned_count[bin]) + 1);
-  page->next = NULL;
-  page->prev = list->last;
-  if (list->last != NULL) list->last->next = page;
-  else list->first = page;
-  list->last = page;
-}
-
-// An abandoned page all of whose blocks came back goes back (under the lock,
-// out of the lists).
-static void mi_shared_abandoned_give_back(mi_page_t* page, mi_segments_tld_t* tld) {
-  mi_stat_decrease(NULL, pages_abandoned, 1);
-  mi_page_set_flag(page, MI_PAGE_HAS_ALIGNED | MI_PAGE_HAS_SAMPLED | MI_PAGE_IN_FULL, false);
-  page->used = 0;
-  mi_shared_page_clear(page, tld);
-}
-
-// Are pages of this size waiting for an adopter? (a hint: read without the lock)
-static bool mi_shared_abandoned_waiting(size_t block_size) {
-  return (mi_atomic_load_relaxed(&mi_shared_abandoned_count[_mi_bin(block_size)]) != 0);
-}
-
-bool _mi_segment_page_is_shared_multi(const mi_page_t* page) {
-  return (_mi_page_segment(page)->shared && page->xblock_size <= MI_MEDIUM_OBJ_SIZE_MAX);
-}
-
-// The thread of a page of small or medium blocks in a shared segment ends
-// (its heap's abandonment: remote frees go to thread_free already): the page
-// waits for an adopter on its size class's list, or goes back if it is
-// empty. The pages of a thread go there together, under one lock, when its
-// collection is done (mi_shared_abandoned_flush): one lock per page made an
-// ending thread of `churn 32` take it about 30 times.
-void _mi_segment_shared_page_abandon(mi_page_t* page, mi_segments_tld_t* tld) {
-  mi_assert_internal(_mi_segment_page_is_shared_multi(page));
-  mi_page_set_heap(page, NULL);
-  page->next = tld->abandoned;
-  tld->abandoned = page;
-}
-
-static void mi_shared_abandoned_flush(mi_segments_tld_t* tld) {
-  if (tld->abandoned == NULL) return;
-  if (!mi_shared_enter()) {
-    // (an ending thread inside the lock: a signal handler's pthread_exit;
-    // the pages stay out of the lists, their memory with them)
-    tld->abandoned = NULL;
-    return;
-  }
-  mi_page_t* page = tld->abandoned;
-  tld->abandoned = NULL;
-  while (page != NULL) {
-    mi_page_t* const next = page->next;
-    page->next = page->prev = NULL;
-    if (mi_page_thread_free_count(page) == page->used) mi_shared_abandoned_give_back(page, NULL);
-    else mi_shared_abandoned_append(page);
-    page = next;
-  }
-  mi_shared_leave();
-}
-
-// Under the lock: an abandoned page of `block_size` with room, now `heap`'s
-// (the caller makes it usable outside the lock), the one abandoned longest
-// ago first (most of its blocks had time to come back); the empty ones met
-// on the way go back, full ones go to the end of the list. Looks at a few
-// pages at most. (Adopting up to 8 pages at once, so that the frees of a
-// thread into its predecessor's pages of the size stop being remote ones
-// sooner: `churn 32` peaked at 173 MiB instead of 96, `larson 1` no faster.)
-#define MI_SHARED_ADOPT_VISITS  (8)
-
-static mi_page_t* mi_shared_adopt(mi_heap_t* heap, size_t block_size, mi_segments_tld_t* tld) {
-  mi_page_list_t* const list = &mi_shared_abandoned[_mi_bin(block_size)];
-  for (size_t visits = 0; list->first != NULL && visits < MI_SHARED_ADOPT_VISITS; visits++) {
-    mi_page_t* const page = list->first;
-    mi_assert_internal(page->xblock_size == block_size && mi_page_heap(page) == NULL);
-    mi_shared_abandoned_unlink(page);
-    const size_t freed = mi_page_thread_free_count(page);
-    if (freed == page->used) {
-      mi_shared_abandoned_give_back(page, tld);
+  mi_assert_internal(segment->page_kind == MI_PAGE_HUGE);
+  if (owner != 0) _mi_segment_huge_page_purge(segment, page, block);
+  for (;;) {
+    if (owner == 0) {
+      _mi_segment_huge_page_free(segment, page, block);
+      return;
     }
-    else if (freed > 0 || page->used < page->reserved) {
-      mi_stat_decrease(NULL, pages_abandoned, 1);
-      mi_page_set_heap(page, heap);
-      return page;
-    }
-    else {
-      mi_shared_abandoned_append(page);
-    }
+    if (_mi_free_block_mt(page, block, owner != MI_THREAD_ID_VANISHED)) return;
+    owner = mi_segment_await_abandon(segment, owner);
   }
-  return NULL;
-}
-
-// Under the lock: every abandoned page whose blocks all came back goes back.
-static void mi_shared_sweep(void) {
-  for (size_t bin = 0; bin < MI_BIN_HUGE; bin++) {
-    mi_page_t* page = mi_shared_abandoned[bin].first;
-    while (page != NULL) {
-      mi_page_t* const next = page->next;
-      if (mi_page_thread_free_count(page) == page->used) {
-        mi_shared_abandoned_unlink(page);
-        mi_shared_abandoned_give_back(page, NULL);
-      }
-      page = next;
-    }
-  }
-}
-
-// The sweep of the abandoned pages, when it is due (the first free into an
-// abandoned page after a sweep schedules the next, a purge delay later).
-static void mi_shared_try_sweep(int64_t now) {
-  const int64_t due = _mi_due_at(MI_DUE_SWEEP);
-  if (due == 0 || now < due) return;
-  if (!mi_shared_enter()) return;
-  if (_mi_due_claim(MI_DUE_SWEEP, now, false) != 0) mi_shared_sweep();
-  mi_shared_leave();
-}
-
-// Purge the due pages of the shared segments (all pending ones when forced,
-// after the abandoned pages that are empty went back).
-static void mi_shared_try_purge(int64_t now, bool force) {
-  const int64_t due = _mi_due_at(MI_DUE_SHARED);
-  if (!force && (due == 0 || now < due)) return;
-  if (!mi_shared_enter()) return;
-  if (force) mi_shared_sweep();   // (its pages' slices are purged below)
-  if (_mi_due_at(MI_DUE_SHARED) != 0) {
-    _mi_due_claim(MI_DUE_SHARED, now, true);   // (a note meanwhile keeps its time; the loop lowers it again for what waits)
-    for (size_t lean = 0; lean < 2; lean++) {
-      for (mi_segment_t* segment = mi_shared_first[lean]; segment != NULL; segment = segment->next) {
-        mi_segment_purge_due(segment, now, force);
-        _mi_due_note(MI_DUE_SHARED, segment->purge_expire);
-      }
-    }
-  }
-  mi_shared_leave();
-}
-
-// A page of slices from the shared segments: for medium blocks an abandoned
-// page with room first, unless `heap` may be destroyed (`*adopted`: already
-// `heap`'s, not initialized again);
-// else the fitting run cheapest to claim in any of them (mi_segment_run_cost;
-// the first segment with a run where nothing faults in ends the search),
-// else a run in a new shared segment. NULL
-// and `*nested` when this thread holds the lock already.
-static mi_page_t* mi_shared_page_alloc(mi_heap_t* heap, size_t block_size, size_t blocks, bool lean, bool* nested, bool* adopted, mi_segments_tld_t* tld) {
-  *adopted = false;
-  if (_mi_due_at(MI_DUE_SHARED) != 0) mi_shared_try_purge(_mi_prim_clock_now(), false);
-  *nested = !mi_shared_enter();
-  if (*nested) return NULL;
-  if (block_size <= MI_MEDIUM_OBJ_SIZE_MAX && !heap->no_reclaim) {   // (a heap that may be destroyed takes no other thread's blocks)
-    mi_page_t* const page = mi_shared_adopt(heap, block_size, tld);
-    if (page != NULL) {
-      mi_shared_leave();
-      *adopted = true;
-      return page;
-    }
-  }
-  mi_segment_t* best = NULL;
-  size_t best_first = 0, best_cost = 0;
-  for (mi_segment_t* segment = mi_shared_first[lean]; segment != NULL; segment = segment->next) {
-    size_t first, cost;
-    if (!mi_segment_large_find_run_cost(segment, block_size, blocks, &first, &cost)) continue;
-    if (best == NULL || cost < best_cost) {
-      best = segment; best_first = first; best_cost = cost;
-      if (cost < MI_SLICE_FAULT_COST) break;   // (nothing faults in: the earliest such segment, which packs them)
-    }
-  }
-  if (best == NULL) {
-    best = mi_segment_alloc(0, MI_PAGE_LARGE, (lean ? MI_LEAN_PAGE_SHIFT : MI_SLICE_SHIFT), 0, 0, true, tld);
-    size_t cost;
-    if (best == NULL || !mi_segment_large_find_run_cost(best, block_size, blocks, &best_first, &cost)) {
-      if (best != NULL) _mi_segment_os_free(best, false, &_mi_segments_tld_stats(tld));
-      mi_shared_leave();
-      return NULL;
-    }
-    mi_shared_made[lean]++;
-    if (!lean && ++mi_shared_count > mi_shared_peak) mi_shared_peak = mi_shared_count;
-    // (at the end: the search meets the older segments' free slices first)
-    mi_segment_t* last = mi_shared_first[lean];
-    while (last != NULL && last->next != NULL) last = last->next;
-    best->next = NULL;
-    best->prev = last;
-    if (last != NULL) last->next = best;
-    else mi_shared_first[lean] = best;
-  }
-  mi_page_t* page = &best->pages[best_first];
-  const size_t n = mi_segment_run_slices(best, best_first, block_size, blocks);
-  if (!mi_segment_page_claim(best, page, n, tld)) {
-    if (best->used == 0) mi_shared_segment_free(best, tld);
-    page = NULL;
-  }
-  mi_shared_leave();
-  // the run's guard pages (secure builds): system calls on the run's own
-  // memory, so not under the lock (the guard bits of other runs of the
-  // segment change meanwhile: atomic and/or; nobody frees the segment while
-  // it holds this page)
-  if (page != NULL) mi_segment_run_guard(best, best_first, n);
-  return page;
-}
-
-// ---------------------------------------------------------------------------
-// The page stash. A page of small blocks is one slice of a shared segment, and
-// claiming or giving back one takes the shared lock; a program that empties
-// and refills its pages all the time (`sh6bench 2`: 160 k pages in 0.6 s)
-// took it for each, and its threads fought over the lock and the segment
-// header's lines (1.6x the time). So a thread keeps up to MI_STASH_MAX of the
-// small pages it empties, still claimed in their segments, and takes its next
-// small page of any size there first, without the lock. The stash goes back
-// to the shared segments (where its pages wait for their purge like any free
-// page) a quarter of the purge delay after its first page came, when the
-// thread ends, and on a forced collection; a trim of another thread does not
-// reach it (at most 512 KiB per thread, as its heaps' retired pages).
-// ---------------------------------------------------------------------------
-
-#define MI_STASH_MAX  (8)
-
-static bool mi_page_stash_push(mi_segment_t* segment, mi_page_t* page, mi_segments_tld_t* tld) {
-  if (tld->ending || tld->stash_count >= MI_STASH_MAX) return false;
-  if (!segment->shared || page->xblock_size > MI_SMALL_OBJ_SIZE_MAX || _mi_segment_is_lean(segment)) return false;
-  mi_segment_page_uncount(segment, page, &_mi_segments_tld_stats(tld));   // (still counted among the pages)
-  mi_page_descriptor_reset(page);
-  page->next = tld->stash;
-  tld->stash = page;
-  if (tld->stash_count++ == 0) tld->stash_expire = _mi_prim_clock_now() + _mi_purge_delay() / 4;
-  return true;
-}
-
-static mi_page_t* mi_page_stash_pop(mi_segments_tld_t* tld) {
-  mi_page_t* const page = tld->stash;
-  if (page == NULL) return NULL;
-  tld->stash = page->next;
-  page->next = NULL;
-  if (--tld->stash_count == 0) tld->stash_expire = 0;
-  return page;
-}
-
-// The stash goes back to the shared segments (all of it, or when it is due).
-static void mi_page_stash_flush(mi_segments_tld_t* tld, bool force) {
-  if (tld->stash == NULL) return;
-  if (!force && _mi_prim_clock_now() < tld->stash_expire) return;
-  if (!mi_shared_enter()) return;   // (a signal handler of the lock's holder: later)
-  mi_page_t* page;
-  while ((page = mi_page_stash_pop(tld)) != NULL) mi_shared_page_clear(page, tld);
-  mi_shared_leave();
-}
-
-// fork: no thread may be inside the lock while the process forks (the child
-// would have it held by a thread it does not have). A fork from a signal
-// handler of the holder does not wait for itself.
-void _mi_segments_fork_prepare(void) {
-  mi_tls(mi_shared_forking) = mi_shared_enter();
-}
-
-void _mi_segments_fork_parent(void) {
-  if (mi_tls(mi_shared_forking)) mi_shared_release();
-  mi_tls(mi_shared_forking) = false;
-}
-
-// In the child: the lock is free (the forking thread took it, or held it in
-// a signal handler), nobody sleeps on it (the child has none of the parent's
-// other threads); then the owners of the segments (segment-walk.c).
-void _mi_segments_fork_child(void) {
-  mi_atomic_store_release(&mi_shared_lock, 0);
-  mi_atomic_store_relaxed(&mi_shared_sleepers, 0);
-  mi_tls(mi_shared_forking) = false;
-  _mi_segments_fork_child_owners();
 }
 
 // ---------------------------------------------------------------------------
 // Page allocation
 // ---------------------------------------------------------------------------
 
-// The medium blocks a heap's next page of `block_size` is sized for: one for
-// its first page of the size, two for the second, then MI_SLICE_PAGE_BLOCKS
-// (docs/design.md, "Medium blocks"). A thread that uses a size for a block or
-// two (most sizes, in programs whose threads do a short task each) does not
-// keep a run for four resident; one that uses many soon takes pages of four.
-static size_t mi_segment_medium_blocks(const mi_heap_t* heap, size_t block_size) {
-  if (block_size <= MI_SMALL_OBJ_SIZE_MAX || block_size > MI_MEDIUM_OBJ_SIZE_MAX) return MI_SLICE_PAGE_BLOCKS;
-  const size_t taken = _mi_page_queue(heap, block_size)->taken;
-  return (taken >= 2 ? MI_SLICE_PAGE_BLOCKS : taken + 1);
-}
-
-// ---------------------------------------------------------------------------
-// Lean pages. A thread holds a page for every size it uses, and a thread that
-// uses most of its sizes for a few blocks each (threads that each do a short
-// task) holds mostly free memory: 64 KiB per size, resident where earlier
-// pages touched the slice. So a heap's first page of a small size (blocks up
-// to 16 KiB) is a slice of 16 KiB (two where one block does not fit) of a
-// *lean segment*: a shared segment of slices in all but its slice size
-// (page_shift 14: `free` finds the descriptor as in any segment, and the
-// masks, runs, purges, trims and adoption of slices serve it unchanged), 1 MiB
-// at the start of a 4 MiB unit (pointers find their segment by masking). The
-// rest of the unit is nobody's: purged when the segment is built on resident
-// memory (counted in `reset` until it goes), out of what the segment holds
-// (_mi_segment_holds), and committed again before the unit goes back to its
-// region, which takes only whole units. Later pages of the size are slices of
-// 64 KiB; lean pages do not go to the page stash, and lean segments not to
-// the segment cache. Not in builds with guard pages (a guard would take a
-// quarter of a lean page). See docs/design.md, "Lean pages".
-// ---------------------------------------------------------------------------
-
-// Is a heap's next page of `block_size` a lean page? Its first page of a
-// small size (docs/design.md, "Lean pages").
-static bool mi_segment_lean_page(const mi_heap_t* heap, size_t block_size) {
-  return (MI_LEAN_PAGES && block_size <= MI_SMALL_OBJ_SIZE_MAX && _mi_page_queue(heap, block_size)->taken == 0);
-}
-
-// A page of slices (a large block, or medium ones) from the shared segments.
-// An abandoned page adopted there joins the heap's queue (the caller's retry
-// finds it there: NULL).
-static mi_page_t* mi_segment_slice_page_alloc(mi_heap_t* heap, size_t block_size, mi_segments_tld_t* tld) {
-  const bool lean = mi_segment_lean_page(heap, block_size);
-  if (!lean && block_size <= MI_SMALL_OBJ_SIZE_MAX && tld->stash != NULL && (heap->no_reclaim || !mi_shared_abandoned_waiting(block_size))) {
-    // (an abandoned page of the size with room comes first: it has blocks in use)
-    return mi_page_stash_pop(tld);
-  }
-  bool nested, adopted;
-  mi_page_t* const shared = mi_shared_page_alloc(heap, block_size, mi_segment_medium_blocks(heap, block_size), lean, &nested, &adopted, tld);
-  if (adopted) {
-    _mi_page_use_delayed_free(shared, mi_page_delayed_state(shared, false), true);
-    _mi_page_free_collect(shared, false);
-    _mi_page_reclaim(heap, shared);
-    return NULL;
-  }
-  if (nested) {
-    // a signal handler that interrupted this thread inside the shared lock
-    // needs a new page: there is none for it (malloc is not async-signal-safe,
-    // as POSIX says; docs/design.md, "Signal handlers"): the allocation
-    // fails with ENOMEM
-    return NULL;
-  }
-  return shared;
-}
-
 static mi_page_t* mi_segment_huge_page_alloc(size_t size, size_t page_alignment, size_t align_offset, mi_segments_tld_t* tld) {
-  mi_segment_t* segment = mi_segment_alloc(size, MI_PAGE_HUGE, MI_SEGMENT_SHIFT, page_alignment, align_offset, false, tld);
+  mi_segment_t* segment = _mi_segment_alloc(size, MI_PAGE_HUGE, MI_SEGMENT_SHIFT, page_alignment, align_offset, false, false, tld);
   if (segment == NULL) return NULL;
   mi_page_t* page = &segment->pages[0];
-  if (!mi_segment_page_claim(segment, page, 1, tld)) {
+  if (!_mi_segment_page_claim(segment, page, 1, tld)) {
     mi_segment_free(segment, false, tld);
     return NULL;
   }
@@ -1655,43 +1082,22 @@ mi_page_t* _mi_segment_page_alloc(mi_heap_t* heap, size_t block_size, size_t pag
     page = mi_segment_huge_page_alloc(block_size, page_alignment, align_offset, tld);
   }
   else if (block_size <= MI_LARGE_OBJ_SIZE_MAX) {
-    page = mi_segment_slice_page_alloc(heap, block_size, tld);
+    page = _mi_shared_page_alloc(heap, block_size, tld);
   }
   else {
     page = mi_segment_huge_page_alloc(block_size, 0, 0, tld);
   }
   // (the pages of a shared segment change under other threads: not checked)
   mi_assert_expensive(page == NULL || _mi_page_segment(page)->shared || mi_segment_is_valid(_mi_page_segment(page), tld));
-  mi_page_stash_flush(tld, false);
+  _mi_shared_stash_flush(tld, false);
   _mi_segments_try_purge();
   _mi_region_try_purge();
   return page;
 }
 
 // ---------------------------------------------------------------------------
-// Collection and lookup
+// Big alignments
 // ---------------------------------------------------------------------------
-
-// The pages an ending thread abandoned go on their lists, its stash back to
-// the shared segments (also when forced, else when due); pending purges of
-// this thread's segments (all now, when forced), and the process-wide ones
-// that are due (all huge ones now, when forced, but not by a thread that
-// ends: those blocks wait for their delay); forced: the cached segments go
-// back.
-void _mi_segments_collect(bool force, mi_segments_tld_t* tld) {
-  mi_shared_abandoned_flush(tld);
-  mi_page_stash_flush(tld, force || tld->ending);
-  if (force && !tld->ending) {   // every pending huge purge and shared page purge, now
-    _mi_segments_try_purge_huge(INT64_MAX);
-    mi_shared_try_purge(_mi_prim_clock_now(), true);
-  }
-  else if (tld->ending && mi_option_is_enabled(mi_option_abandoned_page_reset)) {
-    // the free pages of the shared segments go back now (with those the thread just gave back)
-    mi_shared_try_purge(_mi_prim_clock_now(), true);
-  }
-  _mi_segments_try_purge();
-  if (force && !tld->ending) mi_shared_cache_flush();
-}
 
 // Big alignments (> MI_ALIGNMENT_MAX_IN_SEGMENT, a multiple of the segment
 // size): where in its segment the pointer handed out lies, for the offset
@@ -1715,6 +1121,7 @@ size_t _mi_segment_big_aligned_ofs(size_t align_offset) {
   if (_mi_align_down(ptr_ofs, MI_MAX_ALIGN_SIZE) < info_size) return 0;
   return ptr_ofs;
 }
+
 // ---------------------------------------------------------------------------
 // Owner changes of a whole thread's segments (orphan heaps, init.c)
 // ---------------------------------------------------------------------------

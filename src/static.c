@@ -30,6 +30,7 @@
 #include "segment-map.c"
 #include "region.c"
 #include "segment.c"
+#include "segment-shared.c"
 #include "segment-huge.c"
 #include "segment-walk.c"
 #include "purge-thread.c"

@@ -1,0 +1,689 @@
+/* ----------------------------------------------------------------------------
+  segment-shared.c -- the shared segments: where every page of small, medium
+  and large blocks comes from.
+
+  Owns: the shared segments of slices and the lean ones (two lists), the
+  process-wide lock they change under, the pages their ending threads
+  abandon (a list per size class, adopted by threads that need a page of the
+  size, given back by the sweep once every block came back), each thread's
+  stash of empty small pages, the cache of empty shared segments, where a
+  page of slices goes (lean or not, how many medium blocks), the fork
+  handlers of the lock, and the layer's collection (_mi_segments_collect) and
+  process-wide purge dispatch (_mi_segments_try_purge).
+  May call: segment.c for what every segment does (allocate and free one,
+  find, claim and clear a run of slices, its delayed purges, its trim lock),
+  segment-huge.c for the due huge purges, the due table (purge-thread.c),
+  free.c's push of a remote free, page.c's adoption of a page into a heap.
+  Why shared segments, the lock's scaling and the stash's measurements:
+  docs/design.md ("Shared large segments", "Small pages in the shared
+  segments", "Medium blocks in the shared segments, and abandoned pages any
+  thread adopts", "Lean pages", "The shared lock: how often, how long, and at
+  16 and 64 cores").
+-----------------------------------------------------------------------------*/
+#include "segment-internal.h"
+#include "prim/prim.h"
+
+// ---------------------------------------------------------------------------
+// The cache of empty shared segments (option segment_cache, default 0 = off):
+// an emptied shared segment of slices is kept, whole and committed, under the
+// shared lock, and the next shared segment built takes it without going to
+// the region. At most min(segment_cache, 1 + peak shared segments / 8) are
+// kept; a forced collection gives them back (a thread that ends does not:
+// the cache is the process's).
+// ---------------------------------------------------------------------------
+
+// (the cache and the counts below: under the shared lock)
+static mi_segment_t* mi_shared_cache;        // empty shared segments kept (links next)
+static size_t mi_shared_cache_count;
+static size_t mi_shared_count;               // shared segments in use now (the cached ones not counted)
+static size_t mi_shared_peak;                // the most in use at once (the cache keeps 1 + peak/8)
+static size_t mi_shared_made[2];             // shared segments ever made, of slices and lean ones (eager_commit_delay counts each kind)
+
+static bool mi_segment_cache_push(mi_segment_t* segment) {
+  mi_assert_internal(segment->shared && segment->used == 0);
+  if (segment->mem_is_pinned || _mi_segment_is_lean(segment)) return false;
+  const size_t option = (size_t)mi_option_get(mi_option_segment_cache);
+  if (option == 0) return false;
+  const size_t max = 1 + (mi_shared_peak / 8);
+  if (mi_shared_cache_count >= option || mi_shared_cache_count >= max) return false;
+  if (!segment->mem_is_committed) return false;
+  const bool locked = _mi_segment_trim_lock(segment);   // (a trim may purge it while it waits here)
+  for (size_t i = 0; i < segment->capacity; i++) {
+    mi_page_t* page = &segment->pages[i];
+    if (!page->is_committed) {   // only whole segments are kept
+      _mi_segment_trim_unlock(segment, locked);
+      return false;
+    }
+  }
+  for (size_t i = 0; i < segment->capacity; i++) {
+    mi_page_t* page = &segment->pages[i];
+    if (page->is_purged) { _mi_segment_page_unpurge_stat(segment, page); page->is_purged = false; }
+  }
+  _mi_segment_trim_unlock(segment, locked);
+  segment->next = mi_shared_cache;
+  segment->prev = NULL;
+  mi_shared_cache = segment;
+  mi_shared_cache_count++;
+  mi_stat_increase(NULL, segments_cached, 1);
+  return true;
+}
+
+mi_segment_t* _mi_shared_cache_pop(void) {
+  mi_segment_t* segment = mi_shared_cache;
+  if (segment == NULL) return NULL;
+  mi_shared_cache = segment->next;
+  mi_shared_cache_count--;
+  segment->next = NULL;
+  mi_stat_decrease(NULL, segments_cached, 1);
+  return segment;
+}
+
+
+// ---------------------------------------------------------------------------
+// The process-wide purges of the segment layer
+// ---------------------------------------------------------------------------
+
+static void mi_shared_try_purge(int64_t now, bool force);
+static void mi_shared_try_sweep(int64_t now);
+
+static mi_decl_thread uint32_t mi_abandoned_frees;   // frees into abandoned pages by this thread
+
+// A block was freed into an abandoned page of a shared segment: make sure
+// the sweep of the abandoned pages is scheduled (a clock read on the first
+// such free after a sweep), and check whether one is due on every 64th such
+// free of this thread.
+static void mi_shared_abandoned_free_note(void) {
+  if (_mi_due_at(MI_DUE_SWEEP) == 0) {
+    _mi_due_note(MI_DUE_SWEEP, _mi_prim_clock_now() + _mi_purge_delay());
+  }
+  else if ((++mi_tls(mi_abandoned_frees) % 64) != 0) {
+    return;
+  }
+  _mi_segments_try_purge();
+}
+
+// The process-wide purges of the segment layer that fall due (the due
+// table's MI_DUE_SEGMENTS): the huge blocks other threads freed, the sweep of
+// the abandoned pages whose blocks all came back, the shared segments'
+// pages. One clock read when something is pending, none otherwise.
+void _mi_segments_try_purge(void) {
+  if (!_mi_due_any(MI_DUE_SEGMENTS)) return;
+  const int64_t now = _mi_prim_clock_now();
+  _mi_segments_try_purge_huge(now);
+  mi_shared_try_sweep(now);
+  mi_shared_try_purge(now, false);
+}
+
+
+// ---------------------------------------------------------------------------
+// Shared segments
+//
+// Pages of small, medium and large blocks (runs of 64 KiB slices) come from
+// segments that no thread owns: any thread claims a run in any of them, and
+// the slices of a page given back are free for every thread and every size
+// at once (resident until their purge delay ends). Segments of their own
+// left a thread's free pages where only that thread could use them: a thread
+// that ended left them to be purged, and the threads that followed faulted
+// in pages of their own (docs/design.md, "Shared large segments" and "Small
+// pages in the shared segments").
+// The slices of the shared segments change under one process-wide lock (a
+// claim or release per 64 KiB page at least, and threads keep a stash of
+// empty small pages); the segments' own trim locks are taken inside it as in
+// any segment. A page in a shared segment belongs to the heap that holds it,
+// like every page: its heap's thread allocates from it, retires, frees and
+// abandons it, and `free`'s fast path compares the page's heap with the
+// thread's default heap. The segment's owner id is MI_THREAD_ID_SHARED,
+// which no thread has: a free into a page of another of the thread's heaps
+// is local on the generic path, any other goes to the page's thread_free (or
+// its heap's delayed list) as a remote free, and a large page abandoned by a
+// thread that ended (no heap) is given back by whoever frees its block. A
+// signal handler that interrupts the lock's holder: a new page it needs is
+// refused (NULL: malloc is not async-signal-safe), a page it gives back waits
+// on a lock-free list for the lock's next holder.
+// ---------------------------------------------------------------------------
+
+static _Atomic(uintptr_t) mi_shared_lock;          // the holder's thread id, 0: free
+static _Atomic(uint32_t) mi_shared_wake;           // bumped by a release that has sleepers to wake (they sleep on it)
+static _Atomic(uint32_t) mi_shared_sleepers;       // threads asleep (or about to be) on mi_shared_wake
+static mi_segment_t* mi_shared_first[2];          // the shared segments: of slices, lean (links next/prev; under the lock)
+static _Atomic(uintptr_t) mi_shared_deferred;     // pages given back while their thread held the lock (links: page->next)
+static mi_decl_thread bool mi_shared_forking;     // this thread took the lock for a fork
+
+static void mi_shared_note_expire(int64_t expire) {
+  _mi_due_note(MI_DUE_SHARED, expire);
+}
+
+// Take the lock; false if this thread holds it already (a signal handler
+// interrupted it there). A few yields, then sleep until a release: the holder
+// may be in a system call (a purge, a guard page's mprotect, a new segment),
+// and waiters that only yielded kept the cores busy for it (`xstress 32 20 5`
+// under the secure profile ON: 2.2 s of user time for 0.25 s of work).
+// The lock word holds the holder's id, so a signal handler of the holder
+// knows it at once; the sleepers wait on a separate word that a release
+// bumps. (A sleeper counts itself before it looks at the lock a last time,
+// and a release looks at the count after it let go: one of them sees the
+// other: a sequentially consistent fence on both sides.)
+#define MI_SHARED_SPINS  (16)
+
+static bool mi_shared_enter(void) {
+  const uintptr_t tid = _mi_thread_id();
+  if (mi_atomic_load_relaxed(&mi_shared_lock) == tid) return false;
+  for (size_t round = 0; ; round++) {
+    uintptr_t expected = 0;
+    if (mi_atomic_cas_strong_acq_rel(&mi_shared_lock, &expected, tid)) return true;
+    if (round < MI_SHARED_SPINS) { mi_atomic_yield(); continue; }
+    const uint32_t seen = mi_atomic_load_acquire(&mi_shared_wake);
+    mi_atomic_add_acq_rel(&mi_shared_sleepers, 1);
+    mi_atomic_fence_seq_cst();
+    if (mi_atomic_load_relaxed(&mi_shared_lock) != 0) _mi_prim_word_wait((const uint32_t*)&mi_shared_wake, seen);
+    mi_atomic_sub_acq_rel(&mi_shared_sleepers, 1);
+  }
+}
+
+static void mi_shared_release(void) {
+  mi_atomic_store_release(&mi_shared_lock, 0);
+  mi_atomic_fence_seq_cst();
+  if (mi_atomic_load_relaxed(&mi_shared_sleepers) != 0) {
+    mi_atomic_add_acq_rel(&mi_shared_wake, 1);
+    _mi_prim_word_wake((const uint32_t*)&mi_shared_wake);
+  }
+}
+
+// An empty shared segment leaves the list (under the lock): into the cache
+// (option segment_cache), else back to its region, where it waits for its
+// delay, unless a thread that ends empties it while the regions hold more
+// than the exit budget of freed resident memory (then it is purged now).
+static void mi_shared_segment_free(mi_segment_t* segment, mi_segments_tld_t* tld) {
+  mi_assert_internal(segment->used == 0 && segment->shared);
+  const bool lean = _mi_segment_is_lean(segment);
+  if (segment->prev != NULL) segment->prev->next = segment->next;
+  else mi_shared_first[lean] = segment->next;
+  if (segment->next != NULL) segment->next->prev = segment->prev;
+  segment->next = segment->prev = NULL;
+  _mi_segment_purge_clear(segment);
+  if (!lean) mi_shared_count--;
+  const bool purge_now = (tld != NULL && _mi_segment_exit_over_budget(tld));
+  if (!purge_now && mi_segment_cache_push(segment)) return;
+  _mi_segment_os_free(segment, purge_now, (tld != NULL ? &_mi_segments_tld_stats(tld) : NULL));
+}
+
+// Give a page's slices back (under the lock); an empty segment goes back to
+// its region (where it stays resident for the purge delay).
+static void mi_shared_page_clear(mi_page_t* page, mi_segments_tld_t* tld) {
+  mi_segment_t* const segment = _mi_page_segment(page);
+  _mi_segment_page_clear(segment, page, tld);
+  if (segment->purge_expire != 0) mi_shared_note_expire(segment->purge_expire);
+  if (segment->used == 0) mi_shared_segment_free(segment, tld);
+}
+
+static void mi_shared_leave(void) {
+  // the pages a signal handler of ours gave back meanwhile
+  mi_page_t* page = (mi_page_t*)mi_atomic_exchange_acq_rel(&mi_shared_deferred, 0);
+  while (page != NULL) {
+    mi_page_t* const next = page->next;
+    page->next = NULL;
+    mi_shared_page_clear(page, NULL);
+    page = next;
+  }
+  mi_shared_release();
+}
+
+// The cached shared segments go back to their regions (a forced collection).
+static void mi_shared_cache_flush(void) {
+  if (!mi_shared_enter()) return;
+  mi_segment_t* segment;
+  while ((segment = _mi_shared_cache_pop()) != NULL) _mi_segment_os_free(segment, false, NULL);
+  mi_shared_leave();
+}
+
+// A page of a shared segment is given back (by its heap's thread, or by
+// whoever frees the block of an abandoned page; `tld` NULL then).
+static void mi_shared_page_free(mi_page_t* page, mi_segments_tld_t* tld) {
+  if (!mi_shared_enter()) {
+    // a signal handler of the lock's holder: the holder gives it back when it leaves
+    uintptr_t head = mi_atomic_load_relaxed(&mi_shared_deferred);
+    do {
+      page->next = (mi_page_t*)head;
+    } while (!mi_atomic_cas_weak_acq_rel(&mi_shared_deferred, &head, (uintptr_t)page));
+    return;
+  }
+  mi_shared_page_clear(page, tld);
+  mi_shared_leave();
+}
+
+// The block of an abandoned page of a shared segment is freed: the page is
+// empty (a large page holds one block), and goes back.
+static void mi_shared_free_abandoned(mi_page_t* page) {
+  mi_assert_internal(_mi_page_segment(page)->shared && mi_page_heap(page) == NULL);
+  mi_stat_decrease(NULL, pages_abandoned, 1);
+  mi_page_set_flag(page, MI_PAGE_HAS_ALIGNED | MI_PAGE_HAS_SAMPLED | MI_PAGE_IN_FULL, false);
+  page->used = 0;
+  mi_shared_page_free(page, NULL);
+}
+
+// ---------------------------------------------------------------------------
+// Abandoned pages (docs/design.md, "Medium blocks in the shared segments, and
+// abandoned pages any thread adopts").
+// A page of small or medium blocks whose thread ended with blocks
+// in it waits on the list of its size class (under the shared lock, links
+// next/prev) with no heap. A free into it only pushes the block on its
+// thread_free (free.c) and never touches it again; the lock's holders decide
+// the rest: a thread that needs a page of that size adopts one with room,
+// and one whose every block came back (thread_free count == used) is given
+// back by whoever finds it, an adopter or the sweep (scheduled by the first
+// free into an abandoned page after a sweep, like the abandoned segments').
+// ---------------------------------------------------------------------------
+
+typedef struct mi_page_list_s { mi_page_t* first; mi_page_t* last; } mi_page_list_t;
+static mi_page_list_t mi_shared_abandoned[MI_BIN_HUGE];   // per size class (bin), oldest first
+static _Atomic(size_t) mi_shared_abandoned_count[MI_BIN_HUGE];   // their lengths (written under the lock, read as hints)
+
+// Blocks on the page's thread_free (other threads' frees since its last collect).
+static size_t mi_page_thread_free_count(const mi_page_t* page) {
+  const mi_thread_free_t tf = mi_atomic_load_acquire(&page->xthread_free);
+  #if MI_TF_COUNTED
+  return mi_tf_count(tf);
+  #else
+  size_t n = 0;
+  for (const mi_block_t* block = mi_tf_block(tf); block != NULL; block = mi_block_next(page, block)) n++;
+  return n;
+  #endif
+}
+
+static void mi_shared_abandoned_unlink(mi_page_t* page) {
+  const size_t bin = _mi_bin(page->xblock_size);
+  mi_page_list_t* const list = &mi_shared_abandoned[bin];
+  mi_atomic_store_relaxed(&mi_shared_abandoned_count[bin], mi_atomic_load_relaxed(&mi_shared_abandoned_count[bin]) - 1);
+  if (page->prev != NULL) page->prev->next = page->next;
+  else list->first = page->next;
+  if (page->next != NULL) page->next->prev = page->prev;
+  else list->last = page->prev;
+  page->next = page->prev = NULL;
+}
+
+static void mi_shared_abandoned_append(mi_page_t* page) {
+  const size_t bin = _mi_bin(page->xblock_size);
+  mi_page_list_t* const list = &mi_shared_abandoned[bin];
+  mi_atomic_store_relaxed(&mi_shared_abandoned_count[bin], mi_atomic_load_relaxed(&mi_shared_abandoned_count[bin]) + 1);
+  page->next = NULL;
+  page->prev = list->last;
+  if (list->last != NULL) list->last->next = page;
+  else list->first = page;
+  list->last = page;
+}
+
+// An abandoned page all of whose blocks came back goes back (under the lock,
+// out of the lists).
+static void mi_shared_abandoned_give_back(mi_page_t* page, mi_segments_tld_t* tld) {
+  mi_stat_decrease(NULL, pages_abandoned, 1);
+  mi_page_set_flag(page, MI_PAGE_HAS_ALIGNED | MI_PAGE_HAS_SAMPLED | MI_PAGE_IN_FULL, false);
+  page->used = 0;
+  mi_shared_page_clear(page, tld);
+}
+
+// Are pages of this size waiting for an adopter? (a hint: read without the lock)
+static bool mi_shared_abandoned_waiting(size_t block_size) {
+  return (mi_atomic_load_relaxed(&mi_shared_abandoned_count[_mi_bin(block_size)]) != 0);
+}
+
+// The thread of a page of small or medium blocks in a shared segment ends
+// (its heap's abandonment: remote frees go to thread_free already): the page
+// waits for an adopter on its size class's list, or goes back if it is
+// empty. The pages of a thread go there together, under one lock, when its
+// collection is done (mi_shared_abandoned_flush): one lock per page made an
+// ending thread of `churn 32` take it about 30 times.
+// A large page: whoever frees its block gives it back (the page is not
+// touched after the store of its heap).
+void _mi_shared_page_abandon(mi_page_t* page, mi_segments_tld_t* tld) {
+  mi_assert_internal(_mi_page_segment(page)->shared);
+  mi_page_set_heap(page, NULL);
+  if (page->xblock_size > MI_MEDIUM_OBJ_SIZE_MAX) return;
+  page->next = tld->abandoned;
+  tld->abandoned = page;
+}
+
+static void mi_shared_abandoned_flush(mi_segments_tld_t* tld) {
+  if (tld->abandoned == NULL) return;
+  if (!mi_shared_enter()) {
+    // (an ending thread inside the lock: a signal handler's pthread_exit;
+    // the pages stay out of the lists, their memory with them)
+    tld->abandoned = NULL;
+    return;
+  }
+  mi_page_t* page = tld->abandoned;
+  tld->abandoned = NULL;
+  while (page != NULL) {
+    mi_page_t* const next = page->next;
+    page->next = page->prev = NULL;
+    if (mi_page_thread_free_count(page) == page->used) mi_shared_abandoned_give_back(page, NULL);
+    else mi_shared_abandoned_append(page);
+    page = next;
+  }
+  mi_shared_leave();
+}
+
+// Free a block of a page of a shared segment that is not our default heap's.
+// A large page whose thread ended has no heap: its block was its last, so
+// the page goes back now. A page whose thread is abandoning it (NEVER_DELAYED)
+// would not be looked at again: wait until it has no heap, then the same
+// (after a while the block goes on its thread_free: a heap deleted by a
+// thread that goes on keeps its pages, and collects them later).
+void _mi_shared_free_remote(mi_page_t* page, mi_block_t* block) {
+  if (page->xblock_size <= MI_MEDIUM_OBJ_SIZE_MAX) {
+    // a page of medium blocks: one being abandoned, or abandoned (no heap),
+    // is NEVER_DELAYED, so the block goes on its thread_free; an abandoned
+    // page is adopted or given back under the shared lock by others, who
+    // read that list's count: the push is the last this thread does with it
+    const bool abandoned = (mi_atomic_load_acquire(&page->xheap) == 0);
+    _mi_free_block_mt(page, block, false);
+    if (abandoned) mi_shared_abandoned_free_note();
+    return;
+  }
+  for (size_t spins = 0; ; spins++) {
+    if (mi_atomic_load_acquire(&page->xheap) == 0) {
+      mi_shared_free_abandoned(page);
+      return;
+    }
+    if (_mi_free_block_mt(page, block, spins < MI_ABANDON_AWAIT_MAX)) return;
+    mi_atomic_yield();
+  }
+}
+
+// Under the lock: an abandoned page of `block_size` with room, now `heap`'s
+// (the caller makes it usable outside the lock), the one abandoned longest
+// ago first (most of its blocks had time to come back); the empty ones met
+// on the way go back, full ones go to the end of the list. Looks at a few
+// pages at most. (Adopting up to 8 pages at once, so that the frees of a
+// thread into its predecessor's pages of the size stop being remote ones
+// sooner: `churn 32` peaked at 173 MiB instead of 96, `larson 1` no faster.)
+#define MI_SHARED_ADOPT_VISITS  (8)
+
+static mi_page_t* mi_shared_adopt(mi_heap_t* heap, size_t block_size, mi_segments_tld_t* tld) {
+  mi_page_list_t* const list = &mi_shared_abandoned[_mi_bin(block_size)];
+  for (size_t visits = 0; list->first != NULL && visits < MI_SHARED_ADOPT_VISITS; visits++) {
+    mi_page_t* const page = list->first;
+    mi_assert_internal(page->xblock_size == block_size && mi_page_heap(page) == NULL);
+    mi_shared_abandoned_unlink(page);
+    const size_t freed = mi_page_thread_free_count(page);
+    if (freed == page->used) {
+      mi_shared_abandoned_give_back(page, tld);
+    }
+    else if (freed > 0 || page->used < page->reserved) {
+      mi_stat_decrease(NULL, pages_abandoned, 1);
+      mi_page_set_heap(page, heap);
+      return page;
+    }
+    else {
+      mi_shared_abandoned_append(page);
+    }
+  }
+  return NULL;
+}
+
+// Under the lock: every abandoned page whose blocks all came back goes back.
+static void mi_shared_sweep(void) {
+  for (size_t bin = 0; bin < MI_BIN_HUGE; bin++) {
+    mi_page_t* page = mi_shared_abandoned[bin].first;
+    while (page != NULL) {
+      mi_page_t* const next = page->next;
+      if (mi_page_thread_free_count(page) == page->used) {
+        mi_shared_abandoned_unlink(page);
+        mi_shared_abandoned_give_back(page, NULL);
+      }
+      page = next;
+    }
+  }
+}
+
+// The sweep of the abandoned pages, when it is due (the first free into an
+// abandoned page after a sweep schedules the next, a purge delay later).
+static void mi_shared_try_sweep(int64_t now) {
+  const int64_t due = _mi_due_at(MI_DUE_SWEEP);
+  if (due == 0 || now < due) return;
+  if (!mi_shared_enter()) return;
+  if (_mi_due_claim(MI_DUE_SWEEP, now, false) != 0) mi_shared_sweep();
+  mi_shared_leave();
+}
+
+// Purge the due pages of the shared segments (all pending ones when forced,
+// after the abandoned pages that are empty went back).
+static void mi_shared_try_purge(int64_t now, bool force) {
+  const int64_t due = _mi_due_at(MI_DUE_SHARED);
+  if (!force && (due == 0 || now < due)) return;
+  if (!mi_shared_enter()) return;
+  if (force) mi_shared_sweep();   // (its pages' slices are purged below)
+  if (_mi_due_at(MI_DUE_SHARED) != 0) {
+    _mi_due_claim(MI_DUE_SHARED, now, true);   // (a note meanwhile keeps its time; the loop lowers it again for what waits)
+    for (size_t lean = 0; lean < 2; lean++) {
+      for (mi_segment_t* segment = mi_shared_first[lean]; segment != NULL; segment = segment->next) {
+        _mi_segment_purge_due(segment, now, force);
+        _mi_due_note(MI_DUE_SHARED, segment->purge_expire);
+      }
+    }
+  }
+  mi_shared_leave();
+}
+
+// A page of slices from the shared segments: for medium blocks an abandoned
+// page with room first, unless `heap` may be destroyed (`*adopted`: already
+// `heap`'s, not initialized again);
+// else the fitting run cheapest to claim in any of them (mi_segment_run_cost;
+// the first segment with a run where nothing faults in ends the search),
+// else a run in a new shared segment. NULL
+// and `*nested` when this thread holds the lock already.
+static mi_page_t* mi_shared_page_alloc(mi_heap_t* heap, size_t block_size, size_t blocks, bool lean, bool* nested, bool* adopted, mi_segments_tld_t* tld) {
+  *adopted = false;
+  if (_mi_due_at(MI_DUE_SHARED) != 0) mi_shared_try_purge(_mi_prim_clock_now(), false);
+  *nested = !mi_shared_enter();
+  if (*nested) return NULL;
+  if (block_size <= MI_MEDIUM_OBJ_SIZE_MAX && !heap->no_reclaim) {   // (a heap that may be destroyed takes no other thread's blocks)
+    mi_page_t* const page = mi_shared_adopt(heap, block_size, tld);
+    if (page != NULL) {
+      mi_shared_leave();
+      *adopted = true;
+      return page;
+    }
+  }
+  mi_segment_t* best = NULL;
+  size_t best_first = 0, best_cost = 0;
+  for (mi_segment_t* segment = mi_shared_first[lean]; segment != NULL; segment = segment->next) {
+    size_t first, cost;
+    if (!_mi_segment_find_run_cost(segment, block_size, blocks, &first, &cost)) continue;
+    if (best == NULL || cost < best_cost) {
+      best = segment; best_first = first; best_cost = cost;
+      if (cost < MI_SLICE_FAULT_COST) break;   // (nothing faults in: the earliest such segment, which packs them)
+    }
+  }
+  if (best == NULL) {
+    best = _mi_segment_alloc(0, MI_PAGE_SLICES, (lean ? MI_LEAN_PAGE_SHIFT : MI_SLICE_SHIFT), 0, 0, true, mi_shared_made[lean] < (size_t)mi_option_get(mi_option_eager_commit_delay), tld);
+    size_t cost;
+    if (best == NULL || !_mi_segment_find_run_cost(best, block_size, blocks, &best_first, &cost)) {
+      if (best != NULL) _mi_segment_os_free(best, false, &_mi_segments_tld_stats(tld));
+      mi_shared_leave();
+      return NULL;
+    }
+    mi_shared_made[lean]++;
+    if (!lean && ++mi_shared_count > mi_shared_peak) mi_shared_peak = mi_shared_count;
+    // (at the end: the search meets the older segments' free slices first)
+    mi_segment_t* last = mi_shared_first[lean];
+    while (last != NULL && last->next != NULL) last = last->next;
+    best->next = NULL;
+    best->prev = last;
+    if (last != NULL) last->next = best;
+    else mi_shared_first[lean] = best;
+  }
+  mi_page_t* page = &best->pages[best_first];
+  const size_t n = _mi_segment_run_slices(best, best_first, block_size, blocks);
+  if (!_mi_segment_page_claim(best, page, n, tld)) {
+    if (best->used == 0) mi_shared_segment_free(best, tld);
+    page = NULL;
+  }
+  mi_shared_leave();
+  // the run's guard pages (secure builds): system calls on the run's own
+  // memory, so not under the lock (the guard bits of other runs of the
+  // segment change meanwhile: atomic and/or; nobody frees the segment while
+  // it holds this page)
+  if (page != NULL) _mi_segment_run_guard(best, best_first, n);
+  return page;
+}
+
+// ---------------------------------------------------------------------------
+// The page stash. A page of small blocks is one slice of a shared segment, and
+// claiming or giving back one takes the shared lock; a program that empties
+// and refills its pages all the time (`sh6bench 2`: 160 k pages in 0.6 s)
+// took it for each, and its threads fought over the lock and the segment
+// header's lines (1.6x the time). So a thread keeps up to MI_STASH_MAX of the
+// small pages it empties, still claimed in their segments, and takes its next
+// small page of any size there first, without the lock. The stash goes back
+// to the shared segments (where its pages wait for their purge like any free
+// page) a quarter of the purge delay after its first page came, when the
+// thread ends, and on a forced collection; a trim of another thread does not
+// reach it (at most 512 KiB per thread, as its heaps' retired pages).
+// ---------------------------------------------------------------------------
+
+#define MI_STASH_MAX  (8)
+
+static bool mi_page_stash_push(mi_segment_t* segment, mi_page_t* page, mi_segments_tld_t* tld) {
+  if (tld->ending || tld->stash_count >= MI_STASH_MAX) return false;
+  if (!segment->shared || page->xblock_size > MI_SMALL_OBJ_SIZE_MAX || _mi_segment_is_lean(segment)) return false;
+  _mi_segment_page_uncount(segment, page, &_mi_segments_tld_stats(tld));   // (still counted among the pages)
+  _mi_segment_page_reset(page);
+  page->next = tld->stash;
+  tld->stash = page;
+  if (tld->stash_count++ == 0) tld->stash_expire = _mi_prim_clock_now() + _mi_purge_delay() / 4;
+  return true;
+}
+
+static mi_page_t* mi_page_stash_pop(mi_segments_tld_t* tld) {
+  mi_page_t* const page = tld->stash;
+  if (page == NULL) return NULL;
+  tld->stash = page->next;
+  page->next = NULL;
+  if (--tld->stash_count == 0) tld->stash_expire = 0;
+  return page;
+}
+
+// An empty page of a shared segment leaves its heap: into the thread's
+// stash (small pages, unless `force`), else back to its segment.
+void _mi_shared_page_free(mi_page_t* page, bool force, mi_segments_tld_t* tld) {
+  if (!force && mi_page_stash_push(_mi_page_segment(page), page, tld)) return;
+  mi_shared_page_free(page, tld);
+}
+
+// The stash goes back to the shared segments (all of it, or when it is due).
+void _mi_shared_stash_flush(mi_segments_tld_t* tld, bool force) {
+  if (tld->stash == NULL) return;
+  if (!force && _mi_prim_clock_now() < tld->stash_expire) return;
+  if (!mi_shared_enter()) return;   // (a signal handler of the lock's holder: later)
+  mi_page_t* page;
+  while ((page = mi_page_stash_pop(tld)) != NULL) mi_shared_page_clear(page, tld);
+  mi_shared_leave();
+}
+
+// fork: no thread may be inside the lock while the process forks (the child
+// would have it held by a thread it does not have). A fork from a signal
+// handler of the holder does not wait for itself.
+void _mi_segments_fork_prepare(void) {
+  mi_tls(mi_shared_forking) = mi_shared_enter();
+}
+
+void _mi_segments_fork_parent(void) {
+  if (mi_tls(mi_shared_forking)) mi_shared_release();
+  mi_tls(mi_shared_forking) = false;
+}
+
+// In the child: the lock is free (the forking thread took it, or held it in
+// a signal handler), nobody sleeps on it (the child has none of the parent's
+// other threads); then the owners of the segments (segment-walk.c).
+void _mi_segments_fork_child(void) {
+  mi_atomic_store_release(&mi_shared_lock, 0);
+  mi_atomic_store_relaxed(&mi_shared_sleepers, 0);
+  mi_tls(mi_shared_forking) = false;
+  _mi_segments_fork_child_owners();
+}
+
+
+// The medium blocks a heap's next page of `block_size` is sized for: one for
+// its first page of the size, two for the second, then MI_SLICE_PAGE_BLOCKS
+// (docs/design.md, "Medium blocks"). A thread that uses a size for a block or
+// two (most sizes, in programs whose threads do a short task each) does not
+// keep a run for four resident; one that uses many soon takes pages of four.
+static size_t mi_segment_medium_blocks(const mi_heap_t* heap, size_t block_size) {
+  if (block_size <= MI_SMALL_OBJ_SIZE_MAX || block_size > MI_MEDIUM_OBJ_SIZE_MAX) return MI_SLICE_PAGE_BLOCKS;
+  const size_t taken = _mi_page_queue(heap, block_size)->taken;
+  return (taken >= 2 ? MI_SLICE_PAGE_BLOCKS : taken + 1);
+}
+
+// ---------------------------------------------------------------------------
+// Lean pages. A thread holds a page for every size it uses, and a thread that
+// uses most of its sizes for a few blocks each (threads that each do a short
+// task) holds mostly free memory: 64 KiB per size, resident where earlier
+// pages touched the slice. So a heap's first page of a small size (blocks up
+// to 16 KiB) is a slice of 16 KiB (two where one block does not fit) of a
+// *lean segment*: a shared segment of slices in all but its slice size
+// (page_shift 14: `free` finds the descriptor as in any segment, and the
+// masks, runs, purges, trims and adoption of slices serve it unchanged), 1 MiB
+// at the start of a 4 MiB unit (pointers find their segment by masking). The
+// rest of the unit is nobody's: purged when the segment is built on resident
+// memory (counted in `reset` until it goes), out of what the segment holds
+// (_mi_segment_holds), and committed again before the unit goes back to its
+// region, which takes only whole units. Later pages of the size are slices of
+// 64 KiB; lean pages do not go to the page stash, and lean segments not to
+// the segment cache. Not in builds with guard pages (a guard would take a
+// quarter of a lean page). See docs/design.md, "Lean pages".
+// ---------------------------------------------------------------------------
+
+// Is a heap's next page of `block_size` a lean page? Its first page of a
+// small size (docs/design.md, "Lean pages").
+static bool mi_segment_lean_page(const mi_heap_t* heap, size_t block_size) {
+  return (MI_LEAN_PAGES && block_size <= MI_SMALL_OBJ_SIZE_MAX && _mi_page_queue(heap, block_size)->taken == 0);
+}
+
+// A page of slices (a large block, or medium ones) from the shared segments.
+// An abandoned page adopted there joins the heap's queue (the caller's retry
+// finds it there: NULL).
+mi_page_t* _mi_shared_page_alloc(mi_heap_t* heap, size_t block_size, mi_segments_tld_t* tld) {
+  const bool lean = mi_segment_lean_page(heap, block_size);
+  if (!lean && block_size <= MI_SMALL_OBJ_SIZE_MAX && tld->stash != NULL && (heap->no_reclaim || !mi_shared_abandoned_waiting(block_size))) {
+    // (an abandoned page of the size with room comes first: it has blocks in use)
+    return mi_page_stash_pop(tld);
+  }
+  bool nested, adopted;
+  mi_page_t* const shared = mi_shared_page_alloc(heap, block_size, mi_segment_medium_blocks(heap, block_size), lean, &nested, &adopted, tld);
+  if (adopted) {
+    _mi_page_use_delayed_free(shared, mi_page_delayed_state(shared, false), true);
+    _mi_page_free_collect(shared, false);
+    _mi_page_reclaim(heap, shared);
+    return NULL;
+  }
+  if (nested) {
+    // a signal handler that interrupted this thread inside the shared lock
+    // needs a new page: there is none for it (malloc is not async-signal-safe,
+    // as POSIX says; docs/design.md, "Signal handlers"): the allocation
+    // fails with ENOMEM
+    return NULL;
+  }
+  return shared;
+}
+
+
+// The pages an ending thread abandoned go on their lists, its stash back to
+// the shared segments (also when forced, else when due); pending purges of
+// this thread's segments (all now, when forced), and the process-wide ones
+// that are due (all huge ones now, when forced, but not by a thread that
+// ends: those blocks wait for their delay); forced: the cached segments go
+// back.
+void _mi_segments_collect(bool force, mi_segments_tld_t* tld) {
+  mi_shared_abandoned_flush(tld);
+  _mi_shared_stash_flush(tld, force || tld->ending);
+  if (force && !tld->ending) {   // every pending huge purge and shared page purge, now
+    _mi_segments_try_purge_huge(INT64_MAX);
+    mi_shared_try_purge(_mi_prim_clock_now(), true);
+  }
+  else if (tld->ending && mi_option_is_enabled(mi_option_abandoned_page_reset)) {
+    // the free pages of the shared segments go back now (with those the thread just gave back)
+    mi_shared_try_purge(_mi_prim_clock_now(), true);
+  }
+  _mi_segments_try_purge();
+  if (force && !tld->ending) mi_shared_cache_flush();
+}
