@@ -332,12 +332,15 @@ static bool mi_shared_abandoned_waiting(size_t block_size) {
 // empty. The pages of a thread go there together, under one lock, when its
 // collection is done (mi_shared_abandoned_flush): one lock per page made an
 // ending thread of `churn 32` take it about 30 times.
-// A large page: whoever frees its block gives it back (the page is not
-// touched after the store of its heap).
+// A large page: whoever frees its block gives it back, maybe right after
+// the store of its heap (the page is not touched after it).
 void _mi_shared_page_abandon(mi_page_t* page, mi_segments_tld_t* tld) {
   mi_assert_internal(_mi_page_segment(page)->shared);
+  if (page->xblock_size > MI_MEDIUM_OBJ_SIZE_MAX) {
+    mi_page_set_heap(page, NULL);
+    return;
+  }
   mi_page_set_heap(page, NULL);
-  if (page->xblock_size > MI_MEDIUM_OBJ_SIZE_MAX) return;
   page->next = tld->abandoned;
   tld->abandoned = page;
 }
