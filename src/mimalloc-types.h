@@ -546,6 +546,9 @@ typedef struct mi_segment_s {
 
   uint64_t   purge_mask;        // unused pages whose delayed purge is pending (bit i: pages[i])
   int64_t    purge_expire;      // earliest expiry among them (ms); 0 iff purge_mask == 0
+  uint64_t   purging;           // unused pages a purge pass has taken and purges outside the shared lock (written under the shared lock and the trim lock: read under either)
+  uint64_t   purging_done;      // those of them the pass purged (the pass's own)
+  struct mi_segment_s* purging_next;  // the pass's list of segments with pages in `purging`
   _Atomic(uintptr_t) thread_id; // owner thread, 0 when abandoned
   _Atomic(uintptr_t) trim_lock; // the thread id of whoever changes or purges page-level state now, 0: nobody
   uint64_t   free_mask;         // pages not in use (bit i: pages[i]; under trim_lock)

@@ -54,7 +54,9 @@ void   _mi_segment_page_uncount(mi_segment_t* segment, mi_page_t* page, mi_stats
 void   _mi_segment_page_reset(mi_page_t* page);   // a fresh descriptor (the segment-level fields kept)
 void   _mi_segment_page_unpurge_stat(mi_segment_t* segment, mi_page_t* page);   // a purged page counts as resident again
 size_t _mi_segment_pages_range(const mi_segment_t* segment, size_t first, size_t n, uint8_t** start);   // the memory of `n` adjacent pages from `first`
-void   _mi_segment_purge_due(mi_segment_t* segment, int64_t now, bool force);   // purge the pending pages that are due (all if forced)
+uint64_t _mi_segment_purge_begin(mi_segment_t* segment, int64_t now, bool force);   // under the shared lock: the due pages (all if forced) that hold memory, into `purging`
+uint64_t _mi_segment_purge_run(const mi_segment_t* segment, uint64_t mask, bool decommit);   // no lock: purge them; returns those purged
+void     _mi_segment_purge_end(mi_segment_t* segment, uint64_t done, bool decommit);   // under the shared lock: mark them, `purging` empty again
 void   _mi_segment_purge_clear(mi_segment_t* segment);   // drop every pending purge (the segment is freed)
 bool   _mi_segment_trim_lock(mi_segment_t* segment);   // false: this thread held it already (then unlock does nothing)
 void   _mi_segment_trim_unlock(mi_segment_t* segment, bool locked);

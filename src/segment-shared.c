@@ -145,7 +145,8 @@ void _mi_segments_try_purge(void) {
 static _Atomic(uintptr_t) mi_shared_lock;          // the holder's thread id, 0: free
 static _Atomic(uint32_t) mi_shared_wake;           // bumped by a release that has sleepers to wake (they sleep on it)
 static _Atomic(uint32_t) mi_shared_sleepers;       // threads asleep (or about to be) on mi_shared_wake
-static mi_segment_t* mi_shared_first[2];          // the shared segments: of slices, lean (links next/prev; under the lock)
+static mi_segment_t* mi_shared_first[2];          // the shared segments: of slices, lean, oldest first (links next/prev; under the lock)
+static mi_segment_t* mi_shared_last[2];           // their newest
 static _Atomic(uintptr_t) mi_shared_deferred;     // pages given back while their thread held the lock (links: page->next)
 static mi_decl_thread bool mi_shared_forking;     // this thread took the lock for a fork
 
@@ -195,10 +196,12 @@ static void mi_shared_release(void) {
 // than the exit budget of freed resident memory (then it is purged now).
 static void mi_shared_segment_free(mi_segment_t* segment, mi_segments_tld_t* tld) {
   mi_assert_internal(segment->used == 0 && segment->shared);
+  if (segment->purging != 0) return;   // (a purge pass holds some of its pages: it frees the segment when done, if still empty)
   const bool lean = _mi_segment_is_lean(segment);
   if (segment->prev != NULL) segment->prev->next = segment->next;
   else mi_shared_first[lean] = segment->next;
   if (segment->next != NULL) segment->next->prev = segment->prev;
+  else mi_shared_last[lean] = segment->prev;
   segment->next = segment->prev = NULL;
   _mi_segment_purge_clear(segment);
   if (!lean) mi_shared_count--;
@@ -450,21 +453,72 @@ static void mi_shared_try_sweep(int64_t now) {
 
 // Purge the due pages of the shared segments (all pending ones when forced,
 // after the abandoned pages that are empty went back).
+//
+// The pass makes its system calls outside the shared lock: it takes the due
+// pages of every shared segment under the lock (into the segment's
+// `purging`, where no claim and no trim touches them; _mi_segment_purge_begin),
+// purges them with the lock free, and marks them under the lock again. With
+// the calls under the lock, every page claim of every thread waited for
+// them: in `xstress 32 20 5`, 46% of the time the lock was held went to
+// purges, 70-345 us each (docs/design.md, "The shared lock"). One pass at a
+// time: a pass that finds another under way leaves the work to it (the due
+// time stays claimed by it, and it notes what waits on when done), and a
+// forced one waits for it, then passes itself. A housekeeping section
+// (init.c): a fork waits until the pages are let go of.
+static _Atomic(size_t) mi_shared_purge_pass;   // 1 while a pass purges outside the lock (set and cleared under the lock)
+
 static void mi_shared_try_purge(int64_t now, bool force) {
   const int64_t due = _mi_due_at(MI_DUE_SHARED);
   if (!force && (due == 0 || now < due)) return;
-  if (!mi_shared_enter()) return;
+  if (!_mi_housekeeping_enter()) return;   // (a fork is under way: later)
+  for (;;) {
+    if (!mi_shared_enter()) { _mi_housekeeping_leave(); return; }   // (a signal handler of the lock's holder: later)
+    if (mi_atomic_load_relaxed(&mi_shared_purge_pass) == 0) break;
+    mi_shared_leave();
+    if (!force) { _mi_housekeeping_leave(); return; }   // (the pass under way does what is due)
+    while (mi_atomic_load_acquire(&mi_shared_purge_pass) != 0) mi_atomic_yield();
+  }
   if (force) mi_shared_sweep();   // (its pages' slices are purged below)
+  mi_segment_t* taken = NULL;   // segments with pages in `purging` (links purging_next)
   if (_mi_due_at(MI_DUE_SHARED) != 0) {
     _mi_due_claim(MI_DUE_SHARED, now, true);   // (a note meanwhile keeps its time; the loop lowers it again for what waits)
     for (size_t lean = 0; lean < 2; lean++) {
       for (mi_segment_t* segment = mi_shared_first[lean]; segment != NULL; segment = segment->next) {
-        _mi_segment_purge_due(segment, now, force);
+        if (_mi_segment_purge_begin(segment, now, force) != 0) {
+          segment->purging_next = taken;
+          taken = segment;
+        }
         _mi_due_note(MI_DUE_SHARED, segment->purge_expire);
       }
     }
   }
+  if (taken == NULL) {
+    mi_shared_leave();
+    _mi_housekeeping_leave();
+    return;
+  }
+  mi_atomic_store_relaxed(&mi_shared_purge_pass, 1);
   mi_shared_leave();
+  // the system calls, with the lock free
+  const bool decommit = mi_option_is_enabled(mi_option_reset_decommits);
+  for (mi_segment_t* segment = taken; segment != NULL; segment = segment->purging_next) {
+    segment->purging_done = _mi_segment_purge_run(segment, segment->purging, decommit);
+  }
+  // (this thread let go of the lock itself: a handler of its own that took it meanwhile let go of it too)
+  const bool entered = mi_shared_enter();
+  mi_assert_internal(entered); (void)entered;
+  mi_segment_t* segment = taken;
+  while (segment != NULL) {
+    mi_segment_t* const next = segment->purging_next;
+    segment->purging_next = NULL;
+    _mi_segment_purge_end(segment, segment->purging_done, decommit);
+    segment->purging_done = 0;
+    if (segment->used == 0) mi_shared_segment_free(segment, NULL);   // (emptied meanwhile: its free was deferred)
+    segment = next;
+  }
+  mi_atomic_store_release(&mi_shared_purge_pass, 0);
+  mi_shared_leave();
+  _mi_housekeeping_leave();
 }
 
 // A page of slices from the shared segments: for medium blocks an abandoned
@@ -508,12 +562,12 @@ static mi_page_t* mi_shared_page_alloc(mi_heap_t* heap, size_t block_size, size_
     mi_shared_made[lean]++;
     if (!lean && ++mi_shared_count > mi_shared_peak) mi_shared_peak = mi_shared_count;
     // (at the end: the search meets the older segments' free slices first)
-    mi_segment_t* last = mi_shared_first[lean];
-    while (last != NULL && last->next != NULL) last = last->next;
+    mi_segment_t* const last = mi_shared_last[lean];
     best->next = NULL;
     best->prev = last;
     if (last != NULL) last->next = best;
     else mi_shared_first[lean] = best;
+    mi_shared_last[lean] = best;
   }
   mi_page_t* page = &best->pages[best_first];
   const size_t n = _mi_segment_run_slices(best, best_first, block_size, blocks);

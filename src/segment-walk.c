@@ -70,7 +70,7 @@ static void mi_segment_trim_visit(mi_segment_t* segment, void* arg) {
   }
   mi_assert_internal(mi_segment_is_valid_cookie(segment));
   uint64_t resident = 0;
-  for (uint64_t m = segment->free_mask & ~segment->trim_purged; m != 0; m &= m - 1) {
+  for (uint64_t m = segment->free_mask & ~segment->trim_purged & ~segment->purging; m != 0; m &= m - 1) {   // (pages a shared purge pass holds: its own)
     const mi_page_t* page = &segment->pages[mi_ctz(m)];
     if (page->is_committed && !page->is_purged && !page->is_zero_init) resident |= mi_segment_page_bit(page);
   }

@@ -181,7 +181,7 @@ static size_t mi_segment_run_cost(const mi_segment_t* segment, size_t first, siz
 // those; `*cost`: its cost.
 bool _mi_segment_find_run_cost(const mi_segment_t* segment, size_t block_size, size_t blocks, size_t* first, size_t* cost) {
   mi_assert_internal(segment->page_kind == MI_PAGE_SLICES);
-  const uint64_t free = segment->free_mask;
+  const uint64_t free = segment->free_mask & ~segment->purging;   // (pages being purged outside the lock are nobody's to claim)
   const size_t n = _mi_segment_run_slices(segment, 1, block_size, blocks);
   if (n == 1 && _mi_segment_run_slices(segment, 0, block_size, blocks) == 1) {
     // one slice (small blocks): resident with its guard in place, resident,
@@ -490,48 +490,63 @@ size_t _mi_segment_pages_range(const mi_segment_t* segment, size_t first, size_t
   return size;
 }
 
-// Purge the unused pages of `mask` now: one system call per run of adjacent
-// pages. Pages that are purged already (a trim's) are left out. Under the
-// trim lock.
-static void mi_segment_purge_pages(mi_segment_t* segment, uint64_t mask) {
-  mi_assert_internal(segment->page_kind != MI_PAGE_HUGE && segment->aligned_block == NULL);
-  mi_assert_internal(mi_segment_is_locked(segment));
+// The pages of `mask` whose memory a purge gives back (committed, not
+// purged; under the trim lock, which folded a trim's purges in).
+static uint64_t mi_segment_purgeable(const mi_segment_t* segment, uint64_t mask) {
   for (uint64_t m = mask; m != 0; m &= m - 1) {
     if (!mi_page_is_purgeable(segment, &segment->pages[mi_ctz(m)])) mask &= ~((uint64_t)1 << mi_ctz(m));
   }
-  const bool decommit = mi_option_is_enabled(mi_option_reset_decommits);
+  return mask;
+}
+
+// Purge (or decommit) the free pages of `mask`: one system call per run of
+// adjacent pages. Writes no descriptor: nobody else may claim or purge these
+// pages meanwhile (the caller holds the trim lock, or they are the segment's
+// `purging` ones). Returns the pages whose call succeeded.
+static uint64_t mi_segment_purge_runs(const mi_segment_t* segment, uint64_t mask, bool decommit) {
+  mi_assert_internal(segment->page_kind != MI_PAGE_HUGE && segment->aligned_block == NULL);
+  uint64_t done = 0;
   while (mask != 0) {
     size_t first;
-    size_t n = mi_bit_run(mask, &first);
+    const size_t n = mi_bit_run(mask, &first);
     const uint64_t run = mi_bit_mask(n, first);
     uint8_t* start;
     const size_t size = _mi_segment_pages_range(segment, first, n, &start);
-    uint8_t* const end = start + size;
-    bool ok;
     if (decommit) {
-      ok = _mi_os_decommit(start, (size_t)(end - start));
-      if (ok) mi_stat_increase(NULL, reset, _mi_os_inward_size(start, (size_t)(end - start)));
+      if (_mi_os_decommit(start, size)) { done |= run; mi_stat_increase(NULL, reset, _mi_os_inward_size(start, size)); }
     }
-    else {
-      ok = _mi_os_purge(start, (size_t)(end - start));   // counts itself
-    }
-    if (ok) {
-      for (size_t i = first; i < first + n; i++) {
-        mi_page_t* page = &segment->pages[i];
-        mi_assert_internal(!page->segment_in_use && mi_page_is_purgeable(segment, page));
-        page->is_purged = true;
-        if (decommit) page->is_committed = false;
-      }
+    else if (_mi_os_purge(start, size)) {   // (counts itself)
+      done |= run;
     }
     mask &= ~run;
   }
+  return done;
 }
 
-// Purge the pending pages of a segment that are due at `now` (all if forced)
-// and recompute its expiry.
-void _mi_segment_purge_due(mi_segment_t* segment, int64_t now, bool force) {
-  if (segment->purge_mask == 0) return;
-  if (!force && now < segment->purge_expire) return;
+// The purged pages of `done` say so (under the trim lock).
+static void mi_segment_purge_mark(mi_segment_t* segment, uint64_t done, bool decommit) {
+  mi_assert_internal(mi_segment_is_locked(segment));
+  for (uint64_t m = done; m != 0; m &= m - 1) {
+    mi_page_t* page = &segment->pages[mi_ctz(m)];
+    mi_assert_internal(!page->segment_in_use && mi_page_is_purgeable(segment, page));
+    page->is_purged = true;
+    if (decommit) page->is_committed = false;
+  }
+}
+
+// Purge the unused pages of `mask` now (those that hold memory). Under the
+// trim lock.
+static void mi_segment_purge_pages(mi_segment_t* segment, uint64_t mask) {
+  mi_assert_internal(mi_segment_is_locked(segment));
+  const bool decommit = mi_option_is_enabled(mi_option_reset_decommits);
+  mi_segment_purge_mark(segment, mi_segment_purge_runs(segment, mi_segment_purgeable(segment, mask), decommit), decommit);
+}
+
+// Take the pending pages that are due at `now` (all if forced) out of the
+// segment's purge_mask, and recompute its expiry from those that wait on.
+static uint64_t mi_segment_purge_take_due(mi_segment_t* segment, int64_t now, bool force) {
+  if (segment->purge_mask == 0) return 0;
+  if (!force && now < segment->purge_expire) return 0;
   // pages due within a quarter of the delay go along: fewer, longer runs
   const int64_t horizon = now + _mi_purge_delay() / 4;
   uint64_t due = 0;
@@ -548,8 +563,34 @@ void _mi_segment_purge_due(mi_segment_t* segment, int64_t now, bool force) {
   }
   segment->purge_mask &= ~due;
   segment->purge_expire = next;
+  return due;
+}
+
+// A purge in three steps, so that its system calls run outside the lock the
+// segment's page claims take (the shared lock; segment-shared.c): begin
+// (under that lock) takes the due pages that hold memory into `purging`,
+// where no claim (_mi_segment_find_run_cost) and no trim touches them, and
+// the segment is not freed (segment-shared.c defers it); the calls run with
+// no lock (_mi_segment_purge_run); end (under the lock again) marks what
+// they purged and lets the pages go. One purge at a time per segment.
+uint64_t _mi_segment_purge_begin(mi_segment_t* segment, int64_t now, bool force) {
+  mi_assert_internal(segment->purging == 0);
+  const uint64_t due = mi_segment_purge_take_due(segment, now, force);
+  if (due == 0) return 0;
   const bool locked = _mi_segment_trim_lock(segment);
-  mi_segment_purge_pages(segment, due);
+  segment->purging = mi_segment_purgeable(segment, due);
+  _mi_segment_trim_unlock(segment, locked);
+  return segment->purging;
+}
+
+uint64_t _mi_segment_purge_run(const mi_segment_t* segment, uint64_t mask, bool decommit) {
+  return mi_segment_purge_runs(segment, mask, decommit);
+}
+
+void _mi_segment_purge_end(mi_segment_t* segment, uint64_t done, bool decommit) {
+  const bool locked = _mi_segment_trim_lock(segment);
+  mi_segment_purge_mark(segment, done & segment->purging, decommit);
+  segment->purging = 0;
   _mi_segment_trim_unlock(segment, locked);
 }
 
@@ -582,7 +623,7 @@ static void mi_segment_purge_cancel(mi_segment_t* segment, uint64_t mask) {
   segment->purge_mask &= ~mask;
   for (uint64_t m = mask; m != 0; m &= m - 1) segment->pages[mi_ctz(m)].purge_expire = 0;
   if (segment->purge_mask == 0) segment->purge_expire = 0;
-  // else purge_expire may be early: _mi_segment_purge_due recomputes it
+  // else purge_expire may be early: mi_segment_purge_take_due recomputes it
 }
 
 // Drop all pending purges of a segment (it is freed, and its memory goes back
