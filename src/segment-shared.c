@@ -149,6 +149,7 @@ static mi_segment_t* mi_shared_first[2];          // the shared segments: of sli
 static mi_segment_t* mi_shared_last[2];           // their newest
 static _Atomic(uintptr_t) mi_shared_deferred;     // pages given back while their thread held the lock (links: page->next)
 static mi_decl_thread bool mi_shared_forking;     // this thread took the lock for a fork
+static mi_decl_thread mi_segment_t* mi_shared_unused[2];   // emptied under the lock, back to their regions when it is let go of (links next; [1]: purged at once)
 
 static void mi_shared_note_expire(int64_t expire) {
   _mi_due_note(MI_DUE_SHARED, expire);
@@ -207,7 +208,9 @@ static void mi_shared_segment_free(mi_segment_t* segment, mi_segments_tld_t* tld
   if (!lean) mi_shared_count--;
   const bool purge_now = (tld != NULL && _mi_segment_exit_over_budget(tld));
   if (!purge_now && mi_segment_cache_push(segment)) return;
-  _mi_segment_os_free(segment, purge_now, (tld != NULL ? &_mi_segments_tld_stats(tld) : NULL));
+  // back to its region when the lock is let go of (mi_shared_leave)
+  segment->next = mi_tls(mi_shared_unused)[purge_now];
+  mi_tls(mi_shared_unused)[purge_now] = segment;
 }
 
 // Give a page's slices back (under the lock); an empty segment goes back to
@@ -228,7 +231,21 @@ static void mi_shared_leave(void) {
     mi_shared_page_clear(page, NULL);
     page = next;
   }
+  // the segments emptied meanwhile go back to their regions with the lock
+  // free (taken off this thread's lists first: a signal handler of ours that
+  // takes the lock after the release has lists of its own then)
+  mi_segment_t* unused[2] = { mi_tls(mi_shared_unused)[0], mi_tls(mi_shared_unused)[1] };
+  mi_tls(mi_shared_unused)[0] = mi_tls(mi_shared_unused)[1] = NULL;
   mi_shared_release();
+  for (size_t purge_now = 0; purge_now < 2; purge_now++) {
+    mi_segment_t* segment = unused[purge_now];
+    while (segment != NULL) {
+      mi_segment_t* const next = segment->next;
+      segment->next = NULL;
+      _mi_segment_os_free(segment, purge_now != 0, NULL);
+      segment = next;
+    }
+  }
 }
 
 // The cached shared segments go back to their regions (a forced collection).
