@@ -538,6 +538,80 @@ static void mi_shared_try_purge(int64_t now, bool force) {
   _mi_housekeeping_leave();
 }
 
+// ---------------------------------------------------------------------------
+// The page stash. A page of small blocks is one slice of a shared segment, and
+// claiming or giving back one takes the shared lock; a program that empties
+// and refills its pages all the time (`sh6bench 2`: 160 k pages in 0.6 s)
+// took it for each, and its threads fought over the lock and the segment
+// header's lines (1.6x the time). So a thread keeps up to MI_STASH_MAX of the
+// small pages it empties, still claimed in their segments, and takes its next
+// small page of any size there first, without the lock. The stash goes back
+// to the shared segments (where its pages wait for their purge like any free
+// page) a quarter of the purge delay after its first page came, when the
+// thread ends, and on a forced collection; a trim of another thread does not
+// reach it (at most 512 KiB per thread, as its heaps' retired pages). The
+// lock is taken for several pages at once where it can be: a thread whose
+// stash is empty claims MI_STASH_AHEAD more single slices of the segment
+// with its small page (slices that are resident: nothing faults in), and a
+// small page that finds the stash full goes in after the stash went back,
+// all under one acquisition (`glibc-simple`, which allocates and frees
+// batches of up to 1,600 blocks of up to 4 KiB, took the lock twice for
+// every 64 KiB of a batch: 506,000 times in 0.38 s, a third of the lock's
+// capacity at 16 cores by itself; docs/design.md, "The shared lock").
+// ---------------------------------------------------------------------------
+
+#define MI_STASH_MAX    (8)
+#define MI_STASH_AHEAD  (3)   // (less than MI_STASH_MAX)
+
+// An empty claimed page joins the stash.
+static void mi_page_stash_add(mi_page_t* page, mi_segments_tld_t* tld) {
+  page->next = tld->stash;
+  tld->stash = page;
+  if (tld->stash_count++ == 0) tld->stash_expire = _mi_prim_clock_now() + _mi_purge_delay() / 4;
+}
+
+static bool mi_page_stash_push(mi_segment_t* segment, mi_page_t* page, mi_segments_tld_t* tld) {
+  if (tld->ending || tld->stash_count >= MI_STASH_MAX) return false;
+  if (!segment->shared || page->xblock_size > MI_SMALL_OBJ_SIZE_MAX || _mi_segment_is_lean(segment)) return false;
+  _mi_segment_page_uncount(segment, page, &_mi_segments_tld_stats(tld));   // (still counted among the pages)
+  _mi_segment_page_reset(page);
+  mi_page_stash_add(page, tld);
+  return true;
+}
+
+static mi_page_t* mi_page_stash_pop(mi_segments_tld_t* tld) {
+  mi_page_t* const page = tld->stash;
+  if (page == NULL) return NULL;
+  tld->stash = page->next;
+  page->next = NULL;
+  if (--tld->stash_count == 0) tld->stash_expire = 0;
+  return page;
+}
+
+// An empty page of a shared segment leaves its heap: into the thread's
+// stash (small pages, unless `force`), else back to its segment. A small
+// page that finds the stash full goes in after the stash went back, under
+// one acquisition of the lock for all of them.
+void _mi_shared_page_free(mi_page_t* page, bool force, mi_segments_tld_t* tld) {
+  mi_segment_t* const segment = _mi_page_segment(page);
+  if (!force && mi_page_stash_push(segment, page, tld)) return;
+  if (!force && tld->stash_count >= MI_STASH_MAX && !tld->ending) {
+    _mi_shared_stash_flush(tld, true);
+    if (tld->stash_count == 0 && mi_page_stash_push(segment, page, tld)) return;
+  }
+  mi_shared_page_free(page, tld);
+}
+
+// The stash goes back to the shared segments (all of it, or when it is due).
+void _mi_shared_stash_flush(mi_segments_tld_t* tld, bool force) {
+  if (tld->stash == NULL) return;
+  if (!force && _mi_prim_clock_now() < tld->stash_expire) return;
+  if (!mi_shared_enter()) return;   // (a signal handler of the lock's holder: later)
+  mi_page_t* page;
+  while ((page = mi_page_stash_pop(tld)) != NULL) mi_shared_page_clear(page, tld);
+  mi_shared_leave();
+}
+
 // A page of slices from the shared segments: for medium blocks an abandoned
 // page with room first, unless `heap` may be destroyed (`*adopted`: already
 // `heap`'s, not initialized again);
@@ -592,66 +666,28 @@ static mi_page_t* mi_shared_page_alloc(mi_heap_t* heap, size_t block_size, size_
     if (best->used == 0) mi_shared_segment_free(best, tld);
     page = NULL;
   }
+  // a small page, and the thread's stash is empty: a few more single slices
+  // of the segment for its next small pages, under this same acquisition
+  mi_page_t* ahead[MI_STASH_AHEAD];
+  size_t ahead_count = 0;
+  if (page != NULL && n == 1 && !lean && block_size <= MI_SMALL_OBJ_SIZE_MAX && tld->stash == NULL && !tld->ending) {
+    size_t first, cost;
+    while (ahead_count < MI_STASH_AHEAD && _mi_segment_find_run_cost(best, block_size, 1, &first, &cost) && cost < MI_SLICE_FAULT_COST &&
+           _mi_segment_run_slices(best, first, block_size, 1) == 1 && _mi_segment_page_claim(best, &best->pages[first], 1, tld)) {
+      ahead[ahead_count++] = &best->pages[first];
+    }
+  }
   mi_shared_leave();
-  // the run's guard pages (secure builds): system calls on the run's own
+  // the runs' guard pages (secure builds): system calls on the runs' own
   // memory, so not under the lock (the guard bits of other runs of the
   // segment change meanwhile: atomic and/or; nobody frees the segment while
-  // it holds this page)
+  // it holds these pages)
   if (page != NULL) _mi_segment_run_guard(best, best_first, n);
+  for (size_t i = 0; i < ahead_count; i++) {
+    _mi_segment_run_guard(best, ahead[i]->segment_idx, 1);
+    mi_page_stash_add(ahead[i], tld);
+  }
   return page;
-}
-
-// ---------------------------------------------------------------------------
-// The page stash. A page of small blocks is one slice of a shared segment, and
-// claiming or giving back one takes the shared lock; a program that empties
-// and refills its pages all the time (`sh6bench 2`: 160 k pages in 0.6 s)
-// took it for each, and its threads fought over the lock and the segment
-// header's lines (1.6x the time). So a thread keeps up to MI_STASH_MAX of the
-// small pages it empties, still claimed in their segments, and takes its next
-// small page of any size there first, without the lock. The stash goes back
-// to the shared segments (where its pages wait for their purge like any free
-// page) a quarter of the purge delay after its first page came, when the
-// thread ends, and on a forced collection; a trim of another thread does not
-// reach it (at most 512 KiB per thread, as its heaps' retired pages).
-// ---------------------------------------------------------------------------
-
-#define MI_STASH_MAX  (8)
-
-static bool mi_page_stash_push(mi_segment_t* segment, mi_page_t* page, mi_segments_tld_t* tld) {
-  if (tld->ending || tld->stash_count >= MI_STASH_MAX) return false;
-  if (!segment->shared || page->xblock_size > MI_SMALL_OBJ_SIZE_MAX || _mi_segment_is_lean(segment)) return false;
-  _mi_segment_page_uncount(segment, page, &_mi_segments_tld_stats(tld));   // (still counted among the pages)
-  _mi_segment_page_reset(page);
-  page->next = tld->stash;
-  tld->stash = page;
-  if (tld->stash_count++ == 0) tld->stash_expire = _mi_prim_clock_now() + _mi_purge_delay() / 4;
-  return true;
-}
-
-static mi_page_t* mi_page_stash_pop(mi_segments_tld_t* tld) {
-  mi_page_t* const page = tld->stash;
-  if (page == NULL) return NULL;
-  tld->stash = page->next;
-  page->next = NULL;
-  if (--tld->stash_count == 0) tld->stash_expire = 0;
-  return page;
-}
-
-// An empty page of a shared segment leaves its heap: into the thread's
-// stash (small pages, unless `force`), else back to its segment.
-void _mi_shared_page_free(mi_page_t* page, bool force, mi_segments_tld_t* tld) {
-  if (!force && mi_page_stash_push(_mi_page_segment(page), page, tld)) return;
-  mi_shared_page_free(page, tld);
-}
-
-// The stash goes back to the shared segments (all of it, or when it is due).
-void _mi_shared_stash_flush(mi_segments_tld_t* tld, bool force) {
-  if (tld->stash == NULL) return;
-  if (!force && _mi_prim_clock_now() < tld->stash_expire) return;
-  if (!mi_shared_enter()) return;   // (a signal handler of the lock's holder: later)
-  mi_page_t* page;
-  while ((page = mi_page_stash_pop(tld)) != NULL) mi_shared_page_clear(page, tld);
-  mi_shared_leave();
 }
 
 // fork: no thread may be inside the lock while the process forks (the child
