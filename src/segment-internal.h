@@ -31,6 +31,17 @@ static inline bool mi_page_is_used_page(const mi_page_t* page) {
   return (page->segment_in_use && !mi_page_is_continuation(page));
 }
 
+// Take a segment's trim lock under `id` (a thread id, or a trim's id),
+// trying at most `tries` times (0: until it is had); false: not had.
+static inline bool mi_segment_trim_lock_acquire(mi_segment_t* segment, uintptr_t id, size_t tries) {
+  for (size_t i = 0; tries == 0 || i < tries; i++) {
+    uintptr_t expected = 0;
+    if (mi_atomic_cas_strong_acq_rel(&segment->trim_lock, &expected, id)) return true;
+    mi_atomic_yield();
+  }
+  return false;
+}
+
 // The page's bit in the segment's page masks (free_mask, purge_mask, ...).
 static inline uint64_t mi_segment_page_bit(const mi_page_t* page) {
   return ((uint64_t)1 << page->segment_idx);
@@ -55,7 +66,7 @@ void   _mi_segment_page_reset(mi_page_t* page);   // a fresh descriptor (the seg
 void   _mi_segment_page_unpurge_stat(mi_segment_t* segment, mi_page_t* page);   // a purged page counts as resident again
 size_t _mi_segment_pages_range(const mi_segment_t* segment, size_t first, size_t n, uint8_t** start);   // the memory of `n` adjacent pages from `first`
 uint64_t _mi_segment_purge_begin(mi_segment_t* segment, int64_t now, bool force);   // under the shared lock: the due pages (all if forced) that hold memory, into `purging`
-uint64_t _mi_segment_purge_run(const mi_segment_t* segment, uint64_t mask, bool decommit);   // no lock: purge them; returns those purged
+uint64_t _mi_segment_purge_run(const mi_segment_t* segment, uint64_t mask, bool decommit, size_t* bytes);   // no lock: purge them; returns those purged (`*bytes`: how much, if not NULL)
 void     _mi_segment_purge_end(mi_segment_t* segment, uint64_t done, bool decommit);   // under the shared lock: mark them, `purging` empty again
 void   _mi_segment_purge_clear(mi_segment_t* segment);   // drop every pending purge (the segment is freed)
 bool   _mi_segment_trim_lock(mi_segment_t* segment);   // false: this thread held it already (then unlock does nothing)

@@ -519,7 +519,7 @@ static void mi_shared_try_purge(int64_t now, bool force) {
   // the system calls, with the lock free
   const bool decommit = mi_option_is_enabled(mi_option_reset_decommits);
   for (mi_segment_t* segment = taken; segment != NULL; segment = segment->purging_next) {
-    segment->purging_done = _mi_segment_purge_run(segment, segment->purging, decommit);
+    segment->purging_done = _mi_segment_purge_run(segment, segment->purging, decommit, NULL);
   }
   // (this thread let go of the lock itself: a handler of its own that took it meanwhile let go of it too)
   const bool entered = mi_shared_enter();

@@ -21,20 +21,17 @@
 // ---------------------------------------------------------------------------
 // Trim: the free pages of every thread's segments go back now
 //
-// malloc_trim and mi_collect(true), from any thread. The thread's own pending
-// purges and the process-wide ones (regions, the abandoned sweep, huge
-// blocks) are forced by the collect; this reaches what they cannot: the free
-// pages inside the live segments of other threads, which wait on their
-// owner's purge list for a delay that only the owner's next allocator call
-// runs out (a thread blocked in a read may never make one), free pages that
-// are on no list at all (the option page_reset off, pages of reused memory a
-// new segment never claimed), and the segments other threads keep in their
-// segment caches. Each segment (small and large ones: huge segments
-// have no free page while they live) is held through the segment
-// map, so that it is not freed meanwhile, and its trim lock is taken unless
-// its owner holds it for a while (then the segment is skipped: best effort);
-// its free pages that hold memory are purged, one system call per run of
-// adjacent pages. Retired pages (empty pages a heap keeps for a few slow-path
+// malloc_trim and mi_collect(true), from any thread. The pending purges
+// (the shared segments' pages, regions, the sweep of abandoned pages, huge
+// blocks) are forced by the collect; this reaches what they cannot: free
+// pages that are on no list at all (the option page_reset off, pages of
+// reused memory a new segment never claimed) and the segments in the segment
+// cache. Each segment of slices (huge segments have no free page while they
+// live) is held through the segment map, so that it is not freed meanwhile,
+// and its trim lock is taken unless a thread holds it for a while (then the
+// segment is skipped: best effort); its free pages that hold memory are
+// purged, one system call per run of adjacent pages, but for those a shared
+// purge pass holds (its `purging` pages). Retired pages (empty pages a heap keeps for a few slow-path
 // events, at most MI_RETIRE_MAX_SIZE per heap) are in use and stay; their
 // free lists live in their memory. A housekeeping section (init.c): a fork
 // waits for it, so no child has a lock held by a thread it does not have.
@@ -48,15 +45,6 @@ typedef struct mi_trim_s {
   size_t    skipped;  // segments whose owner held the lock
 } mi_trim_t;
 
-static bool mi_segment_trim_try_lock(mi_segment_t* segment, uintptr_t id) {
-  for (size_t i = 0; i < MI_TRIM_LOCK_TRIES; i++) {
-    uintptr_t expected = 0;
-    if (mi_atomic_cas_strong_acq_rel(&segment->trim_lock, &expected, id)) return true;
-    mi_atomic_yield();
-  }
-  return false;
-}
-
 // A held segment: purge its free pages that hold memory (committed, not
 // purged, and used since their memory was fresh).
 static void mi_segment_trim_visit(mi_segment_t* segment, void* arg) {
@@ -64,7 +52,7 @@ static void mi_segment_trim_visit(mi_segment_t* segment, void* arg) {
   // (the kind and the layout do not change while the segment lives)
   if (segment->page_kind == MI_PAGE_HUGE || segment->mem_is_pinned) return;
   if (mi_atomic_load_relaxed(&segment->thread_id) == MI_THREAD_ID_VANISHED) return;   // (forked child: never touched)
-  if (!mi_segment_trim_try_lock(segment, trim->id)) {
+  if (!mi_segment_trim_lock_acquire(segment, trim->id, MI_TRIM_LOCK_TRIES)) {
     trim->skipped++;
     return;
   }
@@ -74,17 +62,10 @@ static void mi_segment_trim_visit(mi_segment_t* segment, void* arg) {
     const mi_page_t* page = &segment->pages[mi_ctz(m)];
     if (page->is_committed && !page->is_purged && !page->is_zero_init) resident |= mi_segment_page_bit(page);
   }
-  while (resident != 0) {
-    size_t first;
-    const size_t n = mi_bit_run(resident, &first);
-    uint8_t* start;
-    const size_t size = _mi_segment_pages_range(segment, first, n, &start);
-    if (_mi_os_purge(start, size)) {   // (counted in the `reset` row, as the owner's purges)
-      segment->trim_purged |= mi_bit_mask(n, first);
-      trim->purged += _mi_os_inward_size(start, size);
-    }
-    resident &= ~mi_bit_mask(n, first);
-  }
+  // (the trim writes no descriptor: the owner marks them at its next lock)
+  size_t bytes;
+  segment->trim_purged |= _mi_segment_purge_run(segment, resident, false, &bytes);   // (counted in the `reset` row, as any purge)
+  trim->purged += bytes;
   mi_atomic_store_release(&segment->trim_lock, 0);
 }
 

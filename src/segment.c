@@ -429,14 +429,8 @@ static void mi_segment_trim_fold(mi_segment_t* segment) {
 // this thread held it already, and then the matching unlock does nothing.
 bool _mi_segment_trim_lock(mi_segment_t* segment) {
   const uintptr_t self = _mi_thread_id();
-  uintptr_t expected = 0;
-  if (!mi_atomic_cas_strong_acq_rel(&segment->trim_lock, &expected, self)) {
-    if (expected == self) return false;
-    do {
-      mi_atomic_yield();
-      expected = 0;
-    } while (!mi_atomic_cas_strong_acq_rel(&segment->trim_lock, &expected, self));
-  }
+  if (mi_atomic_load_relaxed(&segment->trim_lock) == self) return false;   // (only this thread stores its own id there)
+  mi_segment_trim_lock_acquire(segment, self, 0);
   if (mi_unlikely(segment->trim_purged != 0)) mi_segment_trim_fold(segment);
   return true;
 }
@@ -502,21 +496,29 @@ static uint64_t mi_segment_purgeable(const mi_segment_t* segment, uint64_t mask)
 // Purge (or decommit) the free pages of `mask`: one system call per run of
 // adjacent pages. Writes no descriptor: nobody else may claim or purge these
 // pages meanwhile (the caller holds the trim lock, or they are the segment's
-// `purging` ones). Returns the pages whose call succeeded.
-static uint64_t mi_segment_purge_runs(const mi_segment_t* segment, uint64_t mask, bool decommit) {
+// `purging` ones, or a trim's). Returns the pages whose call succeeded;
+// `*bytes` (if not NULL): the memory they gave back.
+static uint64_t mi_segment_purge_runs(const mi_segment_t* segment, uint64_t mask, bool decommit, size_t* bytes) {
   mi_assert_internal(segment->page_kind != MI_PAGE_HUGE && segment->aligned_block == NULL);
   uint64_t done = 0;
+  if (bytes != NULL) *bytes = 0;
   while (mask != 0) {
     size_t first;
     const size_t n = mi_bit_run(mask, &first);
     const uint64_t run = mi_bit_mask(n, first);
     uint8_t* start;
     const size_t size = _mi_segment_pages_range(segment, first, n, &start);
+    bool ok;
     if (decommit) {
-      if (_mi_os_decommit(start, size)) { done |= run; mi_stat_increase(NULL, reset, _mi_os_inward_size(start, size)); }
+      ok = _mi_os_decommit(start, size);
+      if (ok) mi_stat_increase(NULL, reset, _mi_os_inward_size(start, size));
     }
-    else if (_mi_os_purge(start, size)) {   // (counts itself)
+    else {
+      ok = _mi_os_purge(start, size);   // (counts itself)
+    }
+    if (ok) {
       done |= run;
+      if (bytes != NULL) *bytes += _mi_os_inward_size(start, size);
     }
     mask &= ~run;
   }
@@ -539,7 +541,7 @@ static void mi_segment_purge_mark(mi_segment_t* segment, uint64_t done, bool dec
 static void mi_segment_purge_pages(mi_segment_t* segment, uint64_t mask) {
   mi_assert_internal(mi_segment_is_locked(segment));
   const bool decommit = mi_option_is_enabled(mi_option_reset_decommits);
-  mi_segment_purge_mark(segment, mi_segment_purge_runs(segment, mi_segment_purgeable(segment, mask), decommit), decommit);
+  mi_segment_purge_mark(segment, mi_segment_purge_runs(segment, mi_segment_purgeable(segment, mask), decommit, NULL), decommit);
 }
 
 // Take the pending pages that are due at `now` (all if forced) out of the
@@ -583,8 +585,8 @@ uint64_t _mi_segment_purge_begin(mi_segment_t* segment, int64_t now, bool force)
   return segment->purging;
 }
 
-uint64_t _mi_segment_purge_run(const mi_segment_t* segment, uint64_t mask, bool decommit) {
-  return mi_segment_purge_runs(segment, mask, decommit);
+uint64_t _mi_segment_purge_run(const mi_segment_t* segment, uint64_t mask, bool decommit, size_t* bytes) {
+  return mi_segment_purge_runs(segment, mask, decommit, bytes);
 }
 
 void _mi_segment_purge_end(mi_segment_t* segment, uint64_t done, bool decommit) {

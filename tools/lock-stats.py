@@ -1,0 +1,151 @@
+#!/usr/bin/env python3
+"""lock-stats.py -- how often the shared lock is taken, and for how long.
+
+For each revision named, build a counting copy of the library and run the
+workloads that take the shared lock most, interleaved, several times; print
+one table row per workload and revision (medians):
+
+    python3 tools/lock-stats.py [--runs 3] [--bench DIR] REV [REV ...]
+
+REV is anything `git worktree add` takes (a commit, a branch, HEAD); the
+word `tree` stands for the working tree as it is. --bench is a build folder
+of the benchmarks (bench/run.py leaves one in OUT/build; default: build one
+in /tmp/lock-stats/bench).
+
+The counting copy: src/segment-shared.c (segment.c before 2026-11-29) gets a few lines (not in the tree,
+they would cost the lock): the time from acquisition to release read with
+clock_gettime (its own cost, measured at start, subtracted), summed into
+process-wide atomics with the number of holds, the holds over 10 us and
+their time, and the acquisitions that found the lock taken. The library
+prints them at exit when MI_LOCKSTATS is set.
+
+Columns: holds; busy ms (the sum of holds); holds over 10 us and their ms;
+contended (the first compare-and-swap failed); wall and CPU seconds
+(/usr/bin/time, user + system); the mean hold; U2 = busy / wall, the
+lock's utilisation here; U16 = 16 x busy / CPU, its utilisation if 16 cores
+each ran the workload's per-core rate in one process (optimistic: holds
+grow with cache-line transfers at 16 cores, and waits as U / (1 - U)).
+"""
+import argparse, os, re, shutil, statistics, subprocess, sys
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+WORK = "/tmp/lock-stats"
+WORKLOADS = [("xstress", ["32", "50", "10"]), ("churn", ["32"]), ("glibc-simple", []),
+             ("larson", ["2"]), ("threadchurn", ["8"]), ("mstress", ["4"])]
+
+COUNTERS = r'''#include <stdio.h>
+#include <time.h>
+static _Atomic(uint64_t) ls_count, ls_sum, ls_long, ls_long_sum, ls_cont;
+static mi_decl_thread uint64_t ls_t0;
+static uint64_t ls_cost;
+static uint64_t ls_ns(void) { struct timespec t; clock_gettime(CLOCK_MONOTONIC, &t); return (uint64_t)t.tv_sec * 1000000000ull + (uint64_t)t.tv_nsec; }
+__attribute__((constructor)) static void ls_init(void) {
+  const uint64_t a = ls_ns();
+  for (int i = 0; i < 1000; i++) (void)ls_ns();
+  ls_cost = (ls_ns() - a) / 1001;
+}
+__attribute__((destructor)) static void ls_done(void) {
+  if (getenv("MI_LOCKSTATS") == NULL) return;
+  fprintf(stderr, "LOCKSTATS count=%llu busy_ns=%llu long=%llu long_ns=%llu contended=%llu\n",
+          (unsigned long long)ls_count, (unsigned long long)ls_sum, (unsigned long long)ls_long,
+          (unsigned long long)ls_long_sum, (unsigned long long)ls_cont);
+}
+static void ls_hold_end(void) {
+  const uint64_t e = ls_ns();
+  const uint64_t d = (e > ls_t0 + ls_cost ? e - ls_t0 - ls_cost : 0);
+  ls_count++; ls_sum += d;
+  if (d > 10000) { ls_long++; ls_long_sum += d; }
+}
+'''
+
+
+def patch(src_dir):
+    # (the file of the lock: segment-shared.c, segment.c before the split)
+    path = os.path.join(src_dir, "src", "segment-shared.c")
+    if not os.path.exists(path):
+        path = os.path.join(src_dir, "src", "segment.c")
+    s = open(path).read()
+    acquire = "if (mi_atomic_cas_strong_acq_rel(&mi_shared_lock, &expected, tid)) return true;"
+    release = "static void mi_shared_release(void) {\n  mi_atomic_store_release(&mi_shared_lock, 0);"
+    if acquire not in s or release not in s:
+        sys.exit("lock-stats: %s: the lock's acquire or release is not where this script expects it" % path)
+    s = s.replace('#include "prim/prim.h"\n', '#include "prim/prim.h"\n' + COUNTERS, 1)
+    s = s.replace(acquire, "if (mi_atomic_cas_strong_acq_rel(&mi_shared_lock, &expected, tid)) "
+                           "{ if (round > 0) ls_cont++; ls_t0 = ls_ns(); return true; }", 1)
+    s = s.replace(release, "static void mi_shared_release(void) {\n  ls_hold_end();\n"
+                           "  mi_atomic_store_release(&mi_shared_lock, 0);", 1)
+    open(path, "w").write(s)
+
+
+def build(rev, name):
+    src = os.path.join(WORK, name)
+    if os.path.exists(src):
+        subprocess.run(["git", "-C", ROOT, "worktree", "remove", "--force", src], stderr=subprocess.DEVNULL)
+        shutil.rmtree(src, ignore_errors=True)
+    if rev == "tree":
+        os.makedirs(src)
+        for item in ("CMakeLists.txt", "cmake", "include", "src"):
+            (shutil.copytree if os.path.isdir(os.path.join(ROOT, item)) else shutil.copy)(
+                os.path.join(ROOT, item), os.path.join(src, item))
+    else:
+        subprocess.run(["git", "-C", ROOT, "worktree", "add", "--detach", "-f", src, rev], check=True,
+                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    patch(src)
+    out = os.path.join(src, "build")
+    subprocess.run(["cmake", "-S", src, "-B", out, "-G", "Ninja", "-DCMAKE_BUILD_TYPE=Release",
+                    "-DMI_BUILD_TESTS=OFF", "-DMI_BUILD_BENCH=OFF"], check=True, stdout=subprocess.DEVNULL)
+    subprocess.run(["cmake", "--build", out, "--target", "mimalloc"], check=True, stdout=subprocess.DEVNULL)
+    return os.path.join(out, "libmimalloc.so")
+
+
+def bench_dir(given):
+    if given:
+        return given
+    out = os.path.join(WORK, "bench")
+    subprocess.run(["cmake", "-S", ROOT, "-B", out, "-G", "Ninja", "-DCMAKE_BUILD_TYPE=Release",
+                    "-DMI_BUILD_TESTS=OFF", "-DMI_BUILD_BENCH=ON"], check=True, stdout=subprocess.DEVNULL)
+    subprocess.run(["cmake", "--build", out], check=True, stdout=subprocess.DEVNULL)
+    return out
+
+
+def run_one(lib, binary, args):
+    env = dict(os.environ, MI_LOCKSTATS="1")
+    # /usr/bin/time measures the workload; only the workload gets the library
+    cmd = ["/usr/bin/time", "-f", "TIME %e %U %S", "env", "LD_PRELOAD=" + lib, binary] + args
+    p = subprocess.run(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    m = re.search(r"LOCKSTATS count=(\d+) busy_ns=(\d+) long=(\d+) long_ns=(\d+) contended=(\d+)", p.stderr)
+    t = re.search(r"TIME ([\d.]+) ([\d.]+) ([\d.]+)", p.stderr)
+    if not m or not t:
+        sys.exit("lock-stats: no figures from %s:\n%s" % (" ".join(cmd), p.stderr[-2000:]))
+    return [int(x) for x in m.groups()] + [float(t.group(1)), float(t.group(2)) + float(t.group(3))]
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("revs", nargs="+")
+    ap.add_argument("--runs", type=int, default=3)
+    ap.add_argument("--bench", help="a build folder of the benchmarks")
+    a = ap.parse_args()
+    os.makedirs(WORK, exist_ok=True)
+    libs = [(rev, build(rev, "rev%d" % i)) for i, rev in enumerate(a.revs)]
+    bdir = bench_dir(a.bench)
+    print("| workload | revision | holds | busy ms | holds > 10 us | their ms | contended | wall s | CPU s "
+          "| mean hold ns | U2 | U16 |")
+    print("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+    for name, args in WORKLOADS:
+        binary = os.path.join(bdir, "bench", "mimalloc-bench-" + name)
+        results = {rev: [] for rev, _ in libs}
+        for _ in range(a.runs):
+            for rev, lib in libs:   # (interleaved: a change in the machine's load hits every revision alike)
+                results[rev].append(run_one(lib, binary, args))
+        for rev, _ in libs:
+            med = [statistics.median(r[i] for r in results[rev]) for i in range(7)]
+            holds, busy, lng, lng_ns, cont, wall, cpu = med
+            print("| %s %s | %s | %.0f | %.2f | %.0f | %.2f | %.0f | %.2f | %.2f | %.0f | %.3f | %.2f |" % (
+                name, " ".join(args), rev, holds, busy / 1e6, lng, lng_ns / 1e6, cont, wall, cpu,
+                busy / max(holds, 1), busy / 1e9 / wall, 16 * busy / 1e9 / cpu))
+        sys.stdout.flush()
+
+
+if __name__ == "__main__":
+    main()
