@@ -64,7 +64,6 @@ void   _mi_segment_page_clear(mi_segment_t* segment, mi_page_t* page, mi_segment
 void   _mi_segment_page_uncount(mi_segment_t* segment, mi_page_t* page, mi_stats_t* stats);   // the statistics of an emptied page's blocks go
 void   _mi_segment_page_reset(mi_page_t* page);   // a fresh descriptor (the segment-level fields kept)
 void   _mi_segment_page_unpurge_stat(mi_segment_t* segment, mi_page_t* page);   // a purged page counts as resident again
-size_t _mi_segment_pages_range(const mi_segment_t* segment, size_t first, size_t n, uint8_t** start);   // the memory of `n` adjacent pages from `first`
 uint64_t _mi_segment_purge_begin(mi_segment_t* segment, int64_t now, bool force);   // under the shared lock: the due pages (all if forced) that hold memory, into `purging`
 uint64_t _mi_segment_purge_run(const mi_segment_t* segment, uint64_t mask, bool decommit, size_t* bytes);   // no lock: purge them; returns those purged (`*bytes`: how much, if not NULL)
 void     _mi_segment_purge_end(mi_segment_t* segment, uint64_t done, bool decommit);   // under the shared lock: mark them, `purging` empty again

@@ -271,13 +271,19 @@ static void mi_shared_page_free(mi_page_t* page, mi_segments_tld_t* tld) {
   mi_shared_leave();
 }
 
-// The block of an abandoned page of a shared segment is freed: the page is
-// empty (a large page holds one block), and goes back.
-static void mi_shared_free_abandoned(mi_page_t* page) {
+// An abandoned page whose every block came back is empty: it is no longer
+// counted as abandoned, and holds no block of any kind (it goes back next).
+static void mi_shared_abandoned_emptied(mi_page_t* page) {
   mi_assert_internal(_mi_page_segment(page)->shared && mi_page_heap(page) == NULL);
   mi_stat_decrease(NULL, pages_abandoned, 1);
   mi_page_set_flag(page, MI_PAGE_HAS_ALIGNED | MI_PAGE_HAS_SAMPLED | MI_PAGE_IN_FULL, false);
   page->used = 0;
+}
+
+// The block of an abandoned page of a shared segment is freed: the page is
+// empty (a large page holds one block), and goes back.
+static void mi_shared_free_abandoned(mi_page_t* page) {
+  mi_shared_abandoned_emptied(page);
   mi_shared_page_free(page, NULL);
 }
 
@@ -335,9 +341,7 @@ static void mi_shared_abandoned_append(mi_page_t* page) {
 // An abandoned page all of whose blocks came back goes back (under the lock,
 // out of the lists).
 static void mi_shared_abandoned_give_back(mi_page_t* page, mi_segments_tld_t* tld) {
-  mi_stat_decrease(NULL, pages_abandoned, 1);
-  mi_page_set_flag(page, MI_PAGE_HAS_ALIGNED | MI_PAGE_HAS_SAMPLED | MI_PAGE_IN_FULL, false);
-  page->used = 0;
+  mi_shared_abandoned_emptied(page);
   mi_shared_page_clear(page, tld);
 }
 

@@ -469,7 +469,7 @@ static bool mi_page_is_purgeable(const mi_segment_t* segment, const mi_page_t* p
 // place holds no guard (lifted when a run took the slice in) has that OS page
 // in the range too: a block may have written it, and the slice counts as
 // zero once purged.
-size_t _mi_segment_pages_range(const mi_segment_t* segment, size_t first, size_t n, uint8_t** start) {
+static size_t mi_segment_pages_range(const mi_segment_t* segment, size_t first, size_t n, uint8_t** start) {
   *start = _mi_segment_page_start(segment, &segment->pages[first], 0, NULL, NULL);
   size_t last_size;
   uint8_t* last = _mi_segment_page_start(segment, &segment->pages[first + n - 1], 0, &last_size, NULL);
@@ -498,7 +498,7 @@ static uint64_t mi_segment_purgeable(const mi_segment_t* segment, uint64_t mask)
 // pages meanwhile (the caller holds the trim lock, or they are the segment's
 // `purging` ones, or a trim's). Returns the pages whose call succeeded;
 // `*bytes` (if not NULL): the memory they gave back.
-static uint64_t mi_segment_purge_runs(const mi_segment_t* segment, uint64_t mask, bool decommit, size_t* bytes) {
+uint64_t _mi_segment_purge_run(const mi_segment_t* segment, uint64_t mask, bool decommit, size_t* bytes) {
   mi_assert_internal(segment->page_kind != MI_PAGE_HUGE && segment->aligned_block == NULL);
   uint64_t done = 0;
   if (bytes != NULL) *bytes = 0;
@@ -507,7 +507,7 @@ static uint64_t mi_segment_purge_runs(const mi_segment_t* segment, uint64_t mask
     const size_t n = mi_bit_run(mask, &first);
     const uint64_t run = mi_bit_mask(n, first);
     uint8_t* start;
-    const size_t size = _mi_segment_pages_range(segment, first, n, &start);
+    const size_t size = mi_segment_pages_range(segment, first, n, &start);
     bool ok;
     if (decommit) {
       ok = _mi_os_decommit(start, size);
@@ -541,7 +541,7 @@ static void mi_segment_purge_mark(mi_segment_t* segment, uint64_t done, bool dec
 static void mi_segment_purge_pages(mi_segment_t* segment, uint64_t mask) {
   mi_assert_internal(mi_segment_is_locked(segment));
   const bool decommit = mi_option_is_enabled(mi_option_reset_decommits);
-  mi_segment_purge_mark(segment, mi_segment_purge_runs(segment, mi_segment_purgeable(segment, mask), decommit, NULL), decommit);
+  mi_segment_purge_mark(segment, _mi_segment_purge_run(segment, mi_segment_purgeable(segment, mask), decommit, NULL), decommit);
 }
 
 // Take the pending pages that are due at `now` (all if forced) out of the
@@ -583,10 +583,6 @@ uint64_t _mi_segment_purge_begin(mi_segment_t* segment, int64_t now, bool force)
   segment->purging = mi_segment_purgeable(segment, due);
   _mi_segment_trim_unlock(segment, locked);
   return segment->purging;
-}
-
-uint64_t _mi_segment_purge_run(const mi_segment_t* segment, uint64_t mask, bool decommit, size_t* bytes) {
-  return mi_segment_purge_runs(segment, mask, decommit, bytes);
 }
 
 void _mi_segment_purge_end(mi_segment_t* segment, uint64_t done, bool decommit) {
