@@ -60,7 +60,7 @@ bool   _mi_segment_find_run_cost(const mi_segment_t* segment, size_t block_size,
 size_t _mi_segment_run_slices(const mi_segment_t* segment, size_t idx, size_t block_size, size_t blocks);   // the slices a page from `idx` takes
 bool   _mi_segment_page_claim(mi_segment_t* segment, mi_page_t* page, size_t n, mi_segments_tld_t* tld);   // claim `n` free slices from `page` (false: commit failed)
 void   _mi_segment_run_guard(mi_segment_t* segment, size_t first, size_t n);   // secure builds: the guard at a claimed run's end (outside the shared lock)
-void   _mi_segment_page_clear(mi_segment_t* segment, mi_page_t* page, mi_segments_tld_t* tld);   // a page's slices are free again, their purge pending
+void   _mi_segment_page_clear(mi_segment_t* segment, mi_page_t* page, mi_segments_tld_t* tld, int64_t now);   // a page's slices are free again, their purge pending (`now`: the clock, or 0)
 void   _mi_segment_page_uncount(mi_segment_t* segment, mi_page_t* page, mi_stats_t* stats);   // the statistics of an emptied page's blocks go
 void   _mi_segment_page_reset(mi_page_t* page);   // a fresh descriptor (the segment-level fields kept)
 void   _mi_segment_page_unpurge_stat(mi_segment_t* segment, mi_page_t* page);   // a purged page counts as resident again

@@ -215,9 +215,9 @@ static void mi_shared_segment_free(mi_segment_t* segment, mi_segments_tld_t* tld
 
 // Give a page's slices back (under the lock); an empty segment goes back to
 // its region (where it stays resident for the purge delay).
-static void mi_shared_page_clear(mi_page_t* page, mi_segments_tld_t* tld) {
+static void mi_shared_page_clear(mi_page_t* page, mi_segments_tld_t* tld, int64_t now) {
   mi_segment_t* const segment = _mi_page_segment(page);
-  _mi_segment_page_clear(segment, page, tld);
+  _mi_segment_page_clear(segment, page, tld, now);
   if (segment->purge_expire != 0) mi_shared_note_expire(segment->purge_expire);
   if (segment->used == 0) mi_shared_segment_free(segment, tld);
 }
@@ -228,7 +228,7 @@ static void mi_shared_leave(void) {
   while (page != NULL) {
     mi_page_t* const next = page->next;
     page->next = NULL;
-    mi_shared_page_clear(page, NULL);
+    mi_shared_page_clear(page, NULL, 0);
     page = next;
   }
   // the segments emptied meanwhile go back to their regions with the lock
@@ -259,6 +259,7 @@ static void mi_shared_cache_flush(void) {
 // A page of a shared segment is given back (by its heap's thread, or by
 // whoever frees the block of an abandoned page; `tld` NULL then).
 static void mi_shared_page_free(mi_page_t* page, mi_segments_tld_t* tld) {
+  const int64_t now = _mi_prim_clock_now();   // (read before the lock is taken)
   if (!mi_shared_enter()) {
     // a signal handler of the lock's holder: the holder gives it back when it leaves
     uintptr_t head = mi_atomic_load_relaxed(&mi_shared_deferred);
@@ -267,7 +268,7 @@ static void mi_shared_page_free(mi_page_t* page, mi_segments_tld_t* tld) {
     } while (!mi_atomic_cas_weak_acq_rel(&mi_shared_deferred, &head, (uintptr_t)page));
     return;
   }
-  mi_shared_page_clear(page, tld);
+  mi_shared_page_clear(page, tld, now);
   mi_shared_leave();
 }
 
@@ -342,7 +343,7 @@ static void mi_shared_abandoned_append(mi_page_t* page) {
 // out of the lists).
 static void mi_shared_abandoned_give_back(mi_page_t* page, mi_segments_tld_t* tld) {
   mi_shared_abandoned_emptied(page);
-  mi_shared_page_clear(page, tld);
+  mi_shared_page_clear(page, tld, 0);
 }
 
 // Are pages of this size waiting for an adopter? (a hint: read without the lock)
@@ -610,9 +611,10 @@ void _mi_shared_page_free(mi_page_t* page, bool force, mi_segments_tld_t* tld) {
 void _mi_shared_stash_flush(mi_segments_tld_t* tld, bool force) {
   if (tld->stash == NULL) return;
   if (!force && _mi_prim_clock_now() < tld->stash_expire) return;
+  const int64_t now = _mi_prim_clock_now();   // (read before the lock is taken)
   if (!mi_shared_enter()) return;   // (a signal handler of the lock's holder: later)
   mi_page_t* page;
-  while ((page = mi_page_stash_pop(tld)) != NULL) mi_shared_page_clear(page, tld);
+  while ((page = mi_page_stash_pop(tld)) != NULL) mi_shared_page_clear(page, tld, now);
   mi_shared_leave();
 }
 

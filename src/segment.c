@@ -593,8 +593,10 @@ void _mi_segment_purge_end(mi_segment_t* segment, uint64_t done, bool decommit) 
 }
 
 // Unused pages (or the slices of a large page): purge them after the delay,
-// unless they are claimed before.
-static void mi_segment_purge_add(mi_segment_t* segment, uint64_t mask) {
+// unless they are claimed before. `now`: the clock, read by the caller before
+// it took the shared lock (0: read it here; a clock read was half of the time
+// the lock is held to give a small page back).
+static void mi_segment_purge_add(mi_segment_t* segment, uint64_t mask, int64_t now) {
   if (!mi_option_is_enabled(mi_option_page_reset)) return;
   if (segment->page_kind == MI_PAGE_HUGE) return;
   for (uint64_t m = mask; m != 0; m &= m - 1) {
@@ -608,7 +610,7 @@ static void mi_segment_purge_add(mi_segment_t* segment, uint64_t mask) {
     mi_segment_purge_pages(segment, mask);
     return;
   }
-  const int64_t expire = _mi_prim_clock_now() + delay;
+  const int64_t expire = (now != 0 ? now : _mi_prim_clock_now()) + delay;
   for (uint64_t m = mask; m != 0; m &= m - 1) segment->pages[mi_ctz(m)].purge_expire = expire;
   segment->purge_mask |= mask;
   if (segment->purge_expire == 0 || expire < segment->purge_expire) segment->purge_expire = expire;   // (earlier: the delay was shortened meanwhile)
@@ -814,7 +816,7 @@ static mi_segment_t* mi_segment_init(const mi_segment_mem_t* mem, mi_page_kind_t
   if (page_kind != MI_PAGE_HUGE) {
     // on memory an earlier segment left resident: its unused pages go back
     // after the delay like any other free page, unless claimed before
-    if (!mem->zero) mi_segment_purge_add(segment, segment->free_mask);
+    if (!mem->zero) mi_segment_purge_add(segment, segment->free_mask, 0);
     if (shared) _mi_due_note(MI_DUE_SHARED, segment->purge_expire);
   }
   return segment;
@@ -944,7 +946,7 @@ bool _mi_segment_page_claim(mi_segment_t* segment, mi_page_t* page, size_t n, mi
     mi_page_t* slice = &segment->pages[i];
     const bool was_committed = slice->is_committed;
     if (!mi_page_unpurge(segment, slice) || (!was_committed && i + 1 < first + n && !mi_segment_guard_place_commit(segment, i))) {
-      mi_segment_purge_add(segment, run);   // (those it made resident again)
+      mi_segment_purge_add(segment, run, 0);   // (those it made resident again)
       _mi_segment_trim_unlock(segment, locked);
       return false;
     }
@@ -995,8 +997,9 @@ void _mi_segment_page_reset(mi_page_t* page) {
   memset((uint8_t*)page + flags_ofs + sizeof(page->xflags), 0, sizeof(*page) - flags_ofs - sizeof(page->xflags));
 }
 
-// Clear a page that is no longer used and queue it for a delayed purge.
-void _mi_segment_page_clear(mi_segment_t* segment, mi_page_t* page, mi_segments_tld_t* tld) {
+// Clear a page that is no longer used and queue it for a delayed purge
+// (`now`: the clock, or 0: mi_segment_purge_add).
+void _mi_segment_page_clear(mi_segment_t* segment, mi_page_t* page, mi_segments_tld_t* tld, int64_t now) {
   mi_assert_internal(page->segment_in_use);
   mi_assert_internal(mi_page_all_free(page));
   mi_stats_t* stats = (tld != NULL ? &_mi_segments_tld_stats(tld) : NULL);   // NULL: abandoned segment
@@ -1013,7 +1016,7 @@ void _mi_segment_page_clear(mi_segment_t* segment, mi_page_t* page, mi_segments_
   }
   segment->used--;
   segment->free_mask |= run;
-  mi_segment_purge_add(segment, run);
+  mi_segment_purge_add(segment, run, now);
   _mi_segment_trim_unlock(segment, locked);
 }
 
@@ -1025,7 +1028,7 @@ void _mi_segment_page_free(mi_page_t* page, bool force, mi_segments_tld_t* tld) 
   }
   // a huge page: its segment goes with it
   mi_assert_internal(segment->page_kind == MI_PAGE_HUGE);
-  _mi_segment_page_clear(segment, page, tld);
+  _mi_segment_page_clear(segment, page, tld, 0);
   mi_segment_free(segment, force, tld);
 }
 
