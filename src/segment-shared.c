@@ -23,97 +23,9 @@
 #include "segment-internal.h"
 #include "prim/prim.h"
 
-// ---------------------------------------------------------------------------
-// The cache of empty shared segments (option segment_cache, default 0 = off):
-// an emptied shared segment of slices is kept, whole and committed, under the
-// shared lock, and the next shared segment built takes it without going to
-// the region. At most min(segment_cache, 1 + peak shared segments / 8) are
-// kept; a forced collection gives them back (a thread that ends does not:
-// the cache is the process's).
-// ---------------------------------------------------------------------------
-
-// (the cache and the counts below: under the shared lock)
-static mi_segment_t* mi_shared_cache;        // empty shared segments kept (links next)
-static size_t mi_shared_cache_count;
-static size_t mi_shared_count;               // shared segments in use now (the cached ones not counted)
-static size_t mi_shared_peak;                // the most in use at once (the cache keeps 1 + peak/8)
-static size_t mi_shared_made[2];             // shared segments ever made, of slices and lean ones (eager_commit_delay counts each kind)
-
-static bool mi_segment_cache_push(mi_segment_t* segment) {
-  mi_assert_internal(segment->shared && segment->used == 0);
-  if (segment->mem_is_pinned || _mi_segment_is_lean(segment)) return false;
-  const size_t option = (size_t)mi_option_get(mi_option_segment_cache);
-  if (option == 0) return false;
-  const size_t max = 1 + (mi_shared_peak / 8);
-  if (mi_shared_cache_count >= option || mi_shared_cache_count >= max) return false;
-  if (!segment->mem_is_committed) return false;
-  const bool locked = _mi_segment_trim_lock(segment);   // (a trim may purge it while it waits here)
-  for (size_t i = 0; i < segment->capacity; i++) {
-    mi_page_t* page = &segment->pages[i];
-    if (!page->is_committed) {   // only whole segments are kept
-      _mi_segment_trim_unlock(segment, locked);
-      return false;
-    }
-  }
-  for (size_t i = 0; i < segment->capacity; i++) {
-    mi_page_t* page = &segment->pages[i];
-    if (page->is_purged) { _mi_segment_page_unpurge_stat(segment, page); page->is_purged = false; }
-  }
-  _mi_segment_trim_unlock(segment, locked);
-  segment->next = mi_shared_cache;
-  segment->prev = NULL;
-  mi_shared_cache = segment;
-  mi_shared_cache_count++;
-  mi_stat_increase(NULL, segments_cached, 1);
-  return true;
-}
-
-mi_segment_t* _mi_shared_cache_pop(void) {
-  mi_segment_t* segment = mi_shared_cache;
-  if (segment == NULL) return NULL;
-  mi_shared_cache = segment->next;
-  mi_shared_cache_count--;
-  segment->next = NULL;
-  mi_stat_decrease(NULL, segments_cached, 1);
-  return segment;
-}
-
-
-// ---------------------------------------------------------------------------
-// The process-wide purges of the segment layer
-// ---------------------------------------------------------------------------
-
-static void mi_shared_try_purge(int64_t now, bool force);
-static void mi_shared_try_sweep(int64_t now);
-
-static mi_decl_thread uint32_t mi_abandoned_frees;   // frees into abandoned pages by this thread
-
-// A block was freed into an abandoned page of a shared segment: make sure
-// the sweep of the abandoned pages is scheduled (a clock read on the first
-// such free after a sweep), and check whether one is due on every 64th such
-// free of this thread.
-static void mi_shared_abandoned_free_note(void) {
-  if (_mi_due_at(MI_DUE_SWEEP) == 0) {
-    _mi_due_note(MI_DUE_SWEEP, _mi_prim_clock_now() + _mi_purge_delay());
-  }
-  else if ((++mi_tls(mi_abandoned_frees) % 64) != 0) {
-    return;
-  }
-  _mi_segments_try_purge();
-}
-
-// The process-wide purges of the segment layer that fall due (the due
-// table's MI_DUE_SEGMENTS): the huge blocks other threads freed, the sweep of
-// the abandoned pages whose blocks all came back, the shared segments'
-// pages. One clock read when something is pending, none otherwise.
-void _mi_segments_try_purge(void) {
-  if (!_mi_due_any(MI_DUE_SEGMENTS)) return;
-  const int64_t now = _mi_prim_clock_now();
-  _mi_segments_try_purge_huge(now);
-  mi_shared_try_sweep(now);
-  mi_shared_try_purge(now, false);
-}
-
+// (defined below)
+static bool mi_segment_cache_push(mi_segment_t* segment);
+static void mi_shared_abandoned_free_note(void);
 
 // ---------------------------------------------------------------------------
 // Shared segments
@@ -147,6 +59,9 @@ static _Atomic(uint32_t) mi_shared_wake;           // bumped by a release that h
 static _Atomic(uint32_t) mi_shared_sleepers;       // threads asleep (or about to be) on mi_shared_wake
 static mi_segment_t* mi_shared_first[2];          // the shared segments: of slices, lean, oldest first (links next/prev; under the lock)
 static mi_segment_t* mi_shared_last[2];           // their newest
+static size_t mi_shared_count;                    // shared segments in use now, lean ones and cached ones not counted (under the lock)
+static size_t mi_shared_peak;                     // the most in use at once (the cache keeps 1 + peak/8)
+static size_t mi_shared_made[2];                  // shared segments ever made, of slices and lean ones (eager_commit_delay counts each kind)
 static _Atomic(uintptr_t) mi_shared_deferred;     // pages given back while their thread held the lock (links: page->next)
 static mi_decl_thread bool mi_shared_forking;     // this thread took the lock for a fork
 static mi_decl_thread mi_segment_t* mi_shared_unused[2];   // emptied under the lock, back to their regions when it is let go of (links next; [1]: purged at once)
@@ -286,6 +201,58 @@ static void mi_shared_abandoned_emptied(mi_page_t* page) {
 static void mi_shared_free_abandoned(mi_page_t* page) {
   mi_shared_abandoned_emptied(page);
   mi_shared_page_free(page, NULL);
+}
+
+// ---------------------------------------------------------------------------
+// The cache of empty shared segments (option segment_cache, default 0 = off):
+// an emptied shared segment of slices is kept, whole and committed, under the
+// shared lock, and the next shared segment built takes it without going to
+// the region. At most min(segment_cache, 1 + peak shared segments / 8) are
+// kept; a forced collection gives them back (a thread that ends does not:
+// the cache is the process's).
+// ---------------------------------------------------------------------------
+
+// (under the shared lock)
+static mi_segment_t* mi_shared_cache;        // empty shared segments kept (links next)
+static size_t mi_shared_cache_count;
+
+static bool mi_segment_cache_push(mi_segment_t* segment) {
+  mi_assert_internal(segment->shared && segment->used == 0);
+  if (segment->mem_is_pinned || _mi_segment_is_lean(segment)) return false;
+  const size_t option = (size_t)mi_option_get(mi_option_segment_cache);
+  if (option == 0) return false;
+  const size_t max = 1 + (mi_shared_peak / 8);
+  if (mi_shared_cache_count >= option || mi_shared_cache_count >= max) return false;
+  if (!segment->mem_is_committed) return false;
+  const bool locked = _mi_segment_trim_lock(segment);   // (a trim may purge it while it waits here)
+  for (size_t i = 0; i < segment->capacity; i++) {
+    mi_page_t* page = &segment->pages[i];
+    if (!page->is_committed) {   // only whole segments are kept
+      _mi_segment_trim_unlock(segment, locked);
+      return false;
+    }
+  }
+  for (size_t i = 0; i < segment->capacity; i++) {
+    mi_page_t* page = &segment->pages[i];
+    if (page->is_purged) { _mi_segment_page_unpurge_stat(segment, page); page->is_purged = false; }
+  }
+  _mi_segment_trim_unlock(segment, locked);
+  segment->next = mi_shared_cache;
+  segment->prev = NULL;
+  mi_shared_cache = segment;
+  mi_shared_cache_count++;
+  mi_stat_increase(NULL, segments_cached, 1);
+  return true;
+}
+
+mi_segment_t* _mi_shared_cache_pop(void) {
+  mi_segment_t* segment = mi_shared_cache;
+  if (segment == NULL) return NULL;
+  mi_shared_cache = segment->next;
+  mi_shared_cache_count--;
+  segment->next = NULL;
+  mi_stat_decrease(NULL, segments_cached, 1);
+  return segment;
 }
 
 // ---------------------------------------------------------------------------
@@ -463,6 +430,10 @@ static void mi_shared_sweep(void) {
   }
 }
 
+// ---------------------------------------------------------------------------
+// Purge passes: the shared segments' due pages, and the sweep of the abandoned pages
+// ---------------------------------------------------------------------------
+
 // The sweep of the abandoned pages, when it is due (the first free into an
 // abandoned page after a sweep schedules the next, a purge delay later).
 static void mi_shared_try_sweep(int64_t now) {
@@ -618,6 +589,10 @@ void _mi_shared_stash_flush(mi_segments_tld_t* tld, bool force) {
   mi_shared_leave();
 }
 
+// ---------------------------------------------------------------------------
+// Page allocation
+// ---------------------------------------------------------------------------
+
 // A page of slices from the shared segments: for medium blocks an abandoned
 // page with room first, unless `heap` may be destroyed (`*adopted`: already
 // `heap`'s, not initialized again);
@@ -696,29 +671,6 @@ static mi_page_t* mi_shared_page_alloc(mi_heap_t* heap, size_t block_size, size_
   return page;
 }
 
-// fork: no thread may be inside the lock while the process forks (the child
-// would have it held by a thread it does not have). A fork from a signal
-// handler of the holder does not wait for itself.
-void _mi_segments_fork_prepare(void) {
-  mi_tls(mi_shared_forking) = mi_shared_enter();
-}
-
-void _mi_segments_fork_parent(void) {
-  if (mi_tls(mi_shared_forking)) mi_shared_release();
-  mi_tls(mi_shared_forking) = false;
-}
-
-// In the child: the lock is free (the forking thread took it, or held it in
-// a signal handler), nobody sleeps on it (the child has none of the parent's
-// other threads); then the owners of the segments (segment-walk.c).
-void _mi_segments_fork_child(void) {
-  mi_atomic_store_release(&mi_shared_lock, 0);
-  mi_atomic_store_relaxed(&mi_shared_sleepers, 0);
-  mi_tls(mi_shared_forking) = false;
-  _mi_segments_fork_child_owners();
-}
-
-
 // The medium blocks a heap's next page of `block_size` is sized for: one for
 // its first page of the size, two for the second, then MI_SLICE_PAGE_BLOCKS
 // (docs/design.md, "Medium blocks"). A thread that uses a size for a block or
@@ -782,6 +734,9 @@ mi_page_t* _mi_shared_page_alloc(mi_heap_t* heap, size_t block_size, mi_segments
   return shared;
 }
 
+// ---------------------------------------------------------------------------
+// Collection, and the process-wide purges the layer runs when due
+// ---------------------------------------------------------------------------
 
 // The pages an ending thread abandoned go on their lists, its stash back to
 // the shared segments (also when forced, else when due); pending purges of
@@ -802,4 +757,54 @@ void _mi_segments_collect(bool force, mi_segments_tld_t* tld) {
   }
   _mi_segments_try_purge();
   if (force && !tld->ending) mi_shared_cache_flush();
+}
+
+static mi_decl_thread uint32_t mi_abandoned_frees;   // frees into abandoned pages by this thread
+
+// A block was freed into an abandoned page of a shared segment: make sure
+// the sweep of the abandoned pages is scheduled (a clock read on the first
+// such free after a sweep), and check whether one is due on every 64th such
+// free of this thread.
+static void mi_shared_abandoned_free_note(void) {
+  if (_mi_due_at(MI_DUE_SWEEP) == 0) {
+    _mi_due_note(MI_DUE_SWEEP, _mi_prim_clock_now() + _mi_purge_delay());
+  }
+  else if ((++mi_tls(mi_abandoned_frees) % 64) != 0) {
+    return;
+  }
+  _mi_segments_try_purge();
+}
+
+// The process-wide purges of the segment layer that fall due (the due
+// table's MI_DUE_SEGMENTS): the huge blocks other threads freed, the sweep of
+// the abandoned pages whose blocks all came back, the shared segments'
+// pages. One clock read when something is pending, none otherwise.
+void _mi_segments_try_purge(void) {
+  if (!_mi_due_any(MI_DUE_SEGMENTS)) return;
+  const int64_t now = _mi_prim_clock_now();
+  _mi_segments_try_purge_huge(now);
+  mi_shared_try_sweep(now);
+  mi_shared_try_purge(now, false);
+}
+
+// fork: no thread may be inside the lock while the process forks (the child
+// would have it held by a thread it does not have). A fork from a signal
+// handler of the holder does not wait for itself.
+void _mi_segments_fork_prepare(void) {
+  mi_tls(mi_shared_forking) = mi_shared_enter();
+}
+
+void _mi_segments_fork_parent(void) {
+  if (mi_tls(mi_shared_forking)) mi_shared_release();
+  mi_tls(mi_shared_forking) = false;
+}
+
+// In the child: the lock is free (the forking thread took it, or held it in
+// a signal handler), nobody sleeps on it (the child has none of the parent's
+// other threads); then the owners of the segments (segment-walk.c).
+void _mi_segments_fork_child(void) {
+  mi_atomic_store_release(&mi_shared_lock, 0);
+  mi_atomic_store_relaxed(&mi_shared_sleepers, 0);
+  mi_tls(mi_shared_forking) = false;
+  _mi_segments_fork_child_owners();
 }
