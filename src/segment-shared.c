@@ -467,8 +467,16 @@ static void mi_shared_try_purge(int64_t now, bool force) {
   for (;;) {
     if (!mi_shared_enter()) { _mi_housekeeping_leave(); return; }   // (a signal handler of the lock's holder: later)
     if (mi_atomic_load_relaxed(&mi_shared_purge_pass) == 0) break;
+    if (!force) {
+      // the pass under way notes again what waits when it is done (under the
+      // lock, after this): the due time is taken, so the purge thread does
+      // not spin on a time that has passed meanwhile
+      _mi_due_claim(MI_DUE_SHARED, now, false);
+      mi_shared_leave();
+      _mi_housekeeping_leave();
+      return;
+    }
     mi_shared_leave();
-    if (!force) { _mi_housekeeping_leave(); return; }   // (the pass under way does what is due)
     while (mi_atomic_load_acquire(&mi_shared_purge_pass) != 0) mi_atomic_yield();
   }
   if (force) mi_shared_sweep();   // (its pages' slices are purged below)
@@ -508,6 +516,10 @@ static void mi_shared_try_purge(int64_t now, bool force) {
     segment->purging_done = 0;
     if (segment->used == 0) mi_shared_segment_free(segment, NULL);   // (emptied meanwhile: its free was deferred)
     segment = next;
+  }
+  // what waits now, noted again (a pass that found this one under way took the due time)
+  for (size_t lean = 0; lean < 2; lean++) {
+    for (mi_segment_t* s = mi_shared_first[lean]; s != NULL; s = s->next) _mi_due_note(MI_DUE_SHARED, s->purge_expire);
   }
   mi_atomic_store_release(&mi_shared_purge_pass, 0);
   mi_shared_leave();
