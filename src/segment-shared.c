@@ -537,15 +537,14 @@ static void mi_shared_try_purge(int64_t now, bool force) {
 // to the shared segments (where its pages wait for their purge like any free
 // page) a quarter of the purge delay after its first page came, when the
 // thread ends, and on a forced collection; a trim of another thread does not
-// reach it (at most 512 KiB per thread, as its heaps' retired pages). The
-// lock is taken for several pages at once where it can be: a thread whose
-// stash is empty claims MI_STASH_AHEAD more single slices of the segment
-// with its small page (slices that are resident: nothing faults in), and a
-// small page that finds the stash full goes in after the stash went back,
-// all under one acquisition (`glibc-simple`, which allocates and frees
-// batches of up to 1,600 blocks of up to 4 KiB, took the lock twice for
-// every 64 KiB of a batch: 506,000 times in 0.38 s, a third of the lock's
-// capacity at 16 cores by itself; docs/design.md, "The shared lock").
+// reach it (at most 512 KiB per thread, as its heaps' retired pages). A
+// thread whose stash is empty claims MI_STASH_AHEAD more single slices of
+// the segment with its small page, under the same acquisition of the lock
+// (slices that are resident: nothing faults in). `glibc-simple`, which
+// allocates and frees batches of up to 1,600 blocks of up to 4 KiB, took the
+// lock twice for every 64 KiB of a batch: 506,000 times in 0.38 s, a third
+// of the lock's capacity at 16 cores by itself; 332,000 times with this
+// (docs/design.md, "The shared lock").
 // ---------------------------------------------------------------------------
 
 #define MI_STASH_MAX    (8)
@@ -577,16 +576,14 @@ static mi_page_t* mi_page_stash_pop(mi_segments_tld_t* tld) {
 }
 
 // An empty page of a shared segment leaves its heap: into the thread's
-// stash (small pages, unless `force`), else back to its segment. A small
-// page that finds the stash full goes in after the stash went back, under
-// one acquisition of the lock for all of them.
+// stash (small pages, unless `force`), else back to its segment. (Tried and
+// left out: a small page that finds the stash full going in after the stash,
+// or its older half, went back under one acquisition of the lock. glibc-simple
+// took the lock 120,000 times instead of 332,000, but faulted 22% more,
+// 2,445 -> 2,974, even when only the oldest page went back each time. So
+// which page goes back matters: the one just emptied is the one to return.)
 void _mi_shared_page_free(mi_page_t* page, bool force, mi_segments_tld_t* tld) {
-  mi_segment_t* const segment = _mi_page_segment(page);
-  if (!force && mi_page_stash_push(segment, page, tld)) return;
-  if (!force && tld->stash_count >= MI_STASH_MAX && !tld->ending) {
-    _mi_shared_stash_flush(tld, true);
-    if (tld->stash_count == 0 && mi_page_stash_push(segment, page, tld)) return;
-  }
+  if (!force && mi_page_stash_push(_mi_page_segment(page), page, tld)) return;
   mi_shared_page_free(page, tld);
 }
 
