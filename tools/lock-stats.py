@@ -145,6 +145,12 @@ def main():
                 name, " ".join(args), rev, holds, busy / 1e6, lng, lng_ns / 1e6, cont, wall, cpu,
                 busy / max(holds, 1), busy / 1e9 / wall, 16 * busy / 1e9 / cpu))
         sys.stdout.flush()
+    # (the revisions' checkouts go: git would list them as worktrees of the repository)
+    for i, (rev, _) in enumerate(libs):
+        src = os.path.join(WORK, "rev%d" % i)
+        if rev != "tree":
+            subprocess.run(["git", "-C", ROOT, "worktree", "remove", "--force", src], stderr=subprocess.DEVNULL)
+        shutil.rmtree(src, ignore_errors=True)
 
 
 if __name__ == "__main__":
