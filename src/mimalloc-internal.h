@@ -194,6 +194,7 @@ void       _mi_os_init(void);
 bool       _mi_os_has_overcommit(void);
 void       _mi_os_init_hint(uintptr_t random);   // process start: the random start of the hint area
 size_t     _mi_os_page_size(void);
+size_t     _mi_os_cpu_count(void);   // processors online at start (>= 1)
 size_t     _mi_os_good_alloc_size(size_t size);
 void*      _mi_os_alloc(size_t size);                       // committed, for metadata
 void       _mi_os_free(void* p, size_t size);

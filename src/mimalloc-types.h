@@ -527,13 +527,13 @@ typedef struct mi_segment_s {
   uint8_t    huge_fresh;        // huge: a mi_huge_fresh_t
   uint8_t    huge_pending;      // huge: 1 + the slot of its pending purge (another thread freed the block; written before it hands the block back), 0: none
   bool       guarded;           // secure builds: the header's and the segment end's guards are installed
-  bool       shared;            // a shared segment of slices: owner id MI_THREAD_ID_SHARED, its pages owned by their heaps (segment-shared.c)
+  uint8_t    shared;            // a shared segment of slices: 1 + the index of its pool (0: not shared); owner id MI_THREAD_ID_SHARED, its pages owned by their heaps (segment-shared.c)
   uint8_t    page_kind;         // a mi_page_kind_t
   uint8_t    page_shift;        // log2 of the page size: 16 (slices), 14 (lean pages) or 22 (huge)
   size_t     huge_purged;       // bytes purged outside its pages, counted in `reset` until the segment goes: huge, its block's while in use (another thread freed it; set by the thread that purges, before the owner may free the segment); lean, the rest of its 4 MiB unit
   _Atomic(uint64_t) guard_mask; // MI_SECURE_PAGE_GUARDS: pages (slices) whose end guard is installed (bit i: pages[i]); atomic and/or: a shared segment's runs set theirs outside its lock
 
-  struct mi_segment_s* next;    // shared segments: the list of their kind, or the segment cache (under the shared lock)
+  struct mi_segment_s* next;    // shared segments: their pool's list of their kind, or its segment cache (under the pool's lock)
   struct mi_segment_s* prev;
 
   size_t     abandoned;         // pages abandoned (no heap) among the used ones
@@ -546,7 +546,7 @@ typedef struct mi_segment_s {
 
   uint64_t   purge_mask;        // unused pages whose delayed purge is pending (bit i: pages[i])
   int64_t    purge_expire;      // earliest expiry among them (ms); 0 iff purge_mask == 0
-  uint64_t   purging;           // unused pages a purge pass has taken and purges outside the shared lock (written under the shared lock and the trim lock: read under either)
+  uint64_t   purging;           // unused pages a purge pass has taken and purges outside the shared lock (written under its pool's lock and the trim lock: read under either)
   uint64_t   purging_done;      // those of them the pass purged (the pass's own)
   struct mi_segment_s* purging_next;  // the pass's list of segments with pages in `purging`
   _Atomic(uintptr_t) thread_id; // owner thread, 0 when abandoned
@@ -697,6 +697,7 @@ typedef struct mi_segments_tld_s {
   size_t stash_count;
   int64_t stash_expire;                // when the stash goes back to the shared segments (ms; 0: empty)
   size_t region_cursor;                // where this thread last found region space
+  size_t shared_pool;                  // the pool of shared segments this thread claims its pages in: 1 + its index (0: not chosen yet)
   bool   ending;                       // the thread is ending: the segments it empties go to the region under the exit budget
 } mi_segments_tld_t;
 

@@ -26,6 +26,7 @@
 static size_t os_page_size = 4096;
 static size_t os_large_page_size = 2 * MiB;
 static bool   os_has_overcommit = true;
+static size_t os_cpu_count = 1;
 static _Atomic(size_t) mi_os_populate_unsupported;   // 1: the OS cannot populate (ENOSYS)
 
 void _mi_os_init(void) {
@@ -34,6 +35,7 @@ void _mi_os_init(void) {
   os_page_size = config.page_size;
   os_large_page_size = config.large_page_size;
   os_has_overcommit = config.has_overcommit;
+  os_cpu_count = (config.cpu_count > 0 ? config.cpu_count : 1);
   if (!config.has_populate) mi_atomic_store_relaxed(&mi_os_populate_unsupported, 1);
 }
 
@@ -45,6 +47,11 @@ bool _mi_os_has_overcommit(void) {
 
 size_t _mi_os_page_size(void) {
   return os_page_size;
+}
+
+// The processors online at start (at least 1).
+size_t _mi_os_cpu_count(void) {
+  return os_cpu_count;
 }
 
 // Round huge sizes so that waste is bounded (~12.5%) and sizes repeat.

@@ -78,7 +78,7 @@ void   _mi_shared_page_free(mi_page_t* page, bool force, mi_segments_tld_t* tld)
 void   _mi_shared_page_abandon(mi_page_t* page, mi_segments_tld_t* tld);   // its heap lets go of it for good
 void   _mi_shared_free_remote(mi_page_t* page, mi_block_t* block);   // a block of a page another heap holds, or none
 void   _mi_shared_stash_flush(mi_segments_tld_t* tld, bool force);   // the stash back to the shared segments (when due, or all)
-mi_segment_t* _mi_shared_cache_pop(void);   // a cached empty shared segment (under the shared lock), or NULL
+mi_segment_t* _mi_shared_cache_pop(void);   // a cached empty segment of the pool whose lock this thread holds, or NULL
 
 // segment-huge.c
 void   _mi_segment_huge_page_free(mi_segment_t* segment, mi_page_t* page, mi_block_t* block);   // the block of an abandoned huge segment: the segment goes

@@ -2,13 +2,14 @@
   segment-shared.c -- the shared segments: where every page of small, medium
   and large blocks comes from.
 
-  Owns: the shared segments of slices and the lean ones (two lists), the
-  process-wide lock they change under, the pages their ending threads
-  abandon (a list per size class, adopted by threads that need a page of the
-  size, given back by the sweep once every block came back), each thread's
-  stash of empty small pages, the cache of empty shared segments, where a
-  page of slices goes (lean or not, how many medium blocks), the fork
-  handlers of the lock, and the layer's collection (_mi_segments_collect) and
+  Owns: the pools of shared segments (one per processor), each with its
+  segments of slices and lean ones (two lists), the lock they change under,
+  the pages their ending threads abandon (a list per size class, adopted by
+  threads that need a page of the size, given back by the sweep once every
+  block came back) and its cache of empty segments; which pool a thread
+  claims in; each thread's stash of empty small pages, where a page of
+  slices goes (lean or not, how many medium blocks), the fork handlers of
+  the locks, and the layer's collection (_mi_segments_collect) and
   process-wide purge dispatch (_mi_segments_try_purge).
   May call: segment.c for what every segment does (allocate and free one,
   find, claim and clear a run of slices, its delayed purges, its trim lock),
@@ -28,7 +29,7 @@ static bool mi_segment_cache_push(mi_segment_t* segment);
 static void mi_shared_abandoned_free_note(void);
 
 // ---------------------------------------------------------------------------
-// Shared segments
+// Shared segments, in pools
 //
 // Pages of small, medium and large blocks (runs of 64 KiB slices) come from
 // segments that no thread owns: any thread claims a run in any of them, and
@@ -38,89 +39,148 @@ static void mi_shared_abandoned_free_note(void);
 // that ended left them to be purged, and the threads that followed faulted
 // in pages of their own (docs/design.md, "Shared large segments" and "Small
 // pages in the shared segments").
-// The slices of the shared segments change under one process-wide lock (a
-// claim or release per 64 KiB page at least, and threads keep a stash of
-// empty small pages); the segments' own trim locks are taken inside it as in
-// any segment. A page in a shared segment belongs to the heap that holds it,
-// like every page: its heap's thread allocates from it, retires, frees and
-// abandons it, and `free`'s fast path compares the page's heap with the
-// thread's default heap. The segment's owner id is MI_THREAD_ID_SHARED,
-// which no thread has: a free into a page of another of the thread's heaps
-// is local on the generic path, any other goes to the page's thread_free (or
-// its heap's delayed list) as a remote free, and a large page abandoned by a
-// thread that ended (no heap) is given back by whoever frees its block. A
-// signal handler that interrupts the lock's holder: a new page it needs is
-// refused (NULL: malloc is not async-signal-safe), a page it gives back waits
-// on a lock-free list for the lock's next holder.
+// The shared segments are kept in pools, one per processor (up to
+// MI_SHARED_POOLS_MAX): each pool has its segments, its lock, its abandoned
+// pages and its cache. A thread claims its pages in its own pool (chosen
+// round-robin when it first needs one), and in another pool's free slices
+// before it makes a new segment, so no free slice waits while a segment is
+// made; a page goes back to its segment's pool. So the threads of a process
+// spread their claims and give-backs over as many locks as it has
+// processors, where one lock for all would be busy more than a third of the
+// time at 16 cores for some programs (docs/design.md, "The shared lock").
+// The slices of a pool's segments change under its lock (a claim or release
+// per 64 KiB page at least, and threads keep a stash of empty small pages);
+// the segments' own trim locks are taken inside it as in any segment. A
+// thread holds one pool's lock at a time (a fork holds all). A page in a
+// shared segment belongs to the heap that holds it, like every page: its
+// heap's thread allocates from it, retires, frees and abandons it, and
+// `free`'s fast path compares the page's heap with the thread's default heap.
+// The segment's owner id is MI_THREAD_ID_SHARED, which no thread has: a free
+// into a page of another of the thread's heaps is local on the generic path,
+// any other goes to the page's thread_free (or its heap's delayed list) as a
+// remote free, and a large page abandoned by a thread that ended (no heap) is
+// given back by whoever frees its block. A signal handler that interrupts a
+// thread inside a pool's lock: a new page it needs is refused (NULL: malloc
+// is not async-signal-safe), a page it gives back waits on a lock-free list
+// for the next thread that lets go of a lock.
 // ---------------------------------------------------------------------------
 
-static _Atomic(uintptr_t) mi_shared_lock;          // the holder's thread id, 0: free
-static _Atomic(uint32_t) mi_shared_wake;           // bumped by a release that has sleepers to wake (they sleep on it)
-static _Atomic(uint32_t) mi_shared_sleepers;       // threads asleep (or about to be) on mi_shared_wake
-static mi_segment_t* mi_shared_first[2];          // the shared segments: of slices, lean, oldest first (links next/prev; under the lock)
-static mi_segment_t* mi_shared_last[2];           // their newest
-static size_t mi_shared_count;                    // shared segments in use now, lean ones and cached ones not counted (under the lock)
-static size_t mi_shared_peak;                     // the most in use at once (the cache keeps 1 + peak/8)
-static size_t mi_shared_made[2];                  // shared segments ever made, of slices and lean ones (eager_commit_delay counts each kind)
-static _Atomic(uintptr_t) mi_shared_deferred;     // pages given back while their thread held the lock (links: page->next)
-static mi_decl_thread bool mi_shared_forking;     // this thread took the lock for a fork
-static mi_decl_thread mi_segment_t* mi_shared_unused[2];   // emptied under the lock, back to their regions when it is let go of (links next; [1]: purged at once)
+#define MI_SHARED_POOLS_MAX  (64)
+
+typedef struct mi_page_list_s { mi_page_t* first; mi_page_t* last; } mi_page_list_t;
+
+typedef struct mi_decl_cache_aligned mi_shared_pool_s {
+  _Atomic(uintptr_t) lock;           // the holder's thread id, 0: free
+  _Atomic(uint32_t) wake;            // bumped by a release that has sleepers to wake (they sleep on it)
+  _Atomic(uint32_t) sleepers;        // threads asleep (or about to be) on `wake`
+  mi_segment_t* first[2];            // its segments: of slices, lean, oldest first (links next/prev; under the lock)
+  mi_segment_t* last[2];             // their newest
+  _Atomic(size_t) segments;          // segments in the lists (written under the lock, read as a hint)
+  mi_segment_t* cache;               // its cached empty segments (links next; under the lock)
+  mi_page_list_t abandoned[MI_BIN_HUGE];            // abandoned pages per size class (bin), oldest first (links next/prev; under the lock)
+  _Atomic(size_t) abandoned_count[MI_BIN_HUGE];     // their lengths (written under the lock, read as hints)
+} mi_shared_pool_t;
+
+static mi_shared_pool_t mi_shared_pools[MI_SHARED_POOLS_MAX];
+static _Atomic(size_t) mi_shared_pool_count;       // pools in use: the processors (at most MI_SHARED_POOLS_MAX), set on first use
+static _Atomic(size_t) mi_shared_pool_next;        // the pool the next thread that needs one takes (round-robin)
+static _Atomic(size_t) mi_shared_count;            // shared segments in use now, lean ones and cached ones not counted
+static _Atomic(size_t) mi_shared_peak;             // the most in use at once (the cache keeps 1 + peak/8)
+static _Atomic(size_t) mi_shared_made[2];          // shared segments ever made, of slices and lean ones (eager_commit_delay counts each kind)
+static _Atomic(size_t) mi_shared_abandoned_total[MI_BIN_HUGE];   // abandoned pages per size class in all pools (a hint)
+static _Atomic(uintptr_t) mi_shared_deferred;      // pages given back while their thread was inside a lock (links: page->next)
+static mi_decl_thread mi_shared_pool_t* mi_shared_held;   // the pool whose lock this thread holds (NULL: none; a fork's: the last)
+static mi_decl_thread bool mi_shared_forking;      // this thread took every lock for a fork
+static mi_decl_thread size_t mi_shared_spill;      // the pool other than its own where this thread last found a free run (its index)
+static mi_decl_thread mi_segment_t* mi_shared_unused[2];   // emptied under a lock, back to their regions when it is let go of (links next; [1]: purged at once)
+
+static size_t mi_shared_pools_n(void) {
+  size_t n = mi_atomic_load_relaxed(&mi_shared_pool_count);
+  if (mi_unlikely(n == 0)) {
+    n = _mi_os_cpu_count();
+    if (n > MI_SHARED_POOLS_MAX) n = MI_SHARED_POOLS_MAX;
+    if (n == 0) n = 1;
+    mi_atomic_store_relaxed(&mi_shared_pool_count, n);   // (every thread computes the same)
+  }
+  return n;
+}
+
+// The pool of a shared segment.
+static mi_shared_pool_t* mi_shared_pool_of(const mi_segment_t* segment) {
+  mi_assert_internal(segment->shared != 0 && segment->shared <= MI_SHARED_POOLS_MAX);
+  return &mi_shared_pools[segment->shared - 1];
+}
+
+// This thread's pool (chosen round-robin when it first needs one).
+static mi_shared_pool_t* mi_shared_pool_own(mi_segments_tld_t* tld) {
+  if (mi_unlikely(tld->shared_pool == 0)) {
+    tld->shared_pool = 1 + (mi_atomic_add_relaxed(&mi_shared_pool_next, 1) % mi_shared_pools_n());
+  }
+  return &mi_shared_pools[tld->shared_pool - 1];
+}
 
 static void mi_shared_note_expire(int64_t expire) {
   _mi_due_note(MI_DUE_SHARED, expire);
 }
 
-// Take the lock; false if this thread holds it already (a signal handler
-// interrupted it there). A few yields, then sleep until a release: the holder
-// may be in a system call (a purge, a guard page's mprotect, a new segment),
+// Take a pool's lock; false if this thread is inside a lock already (a signal
+// handler interrupted it there). A few yields, then sleep until a release: the
+// holder may be in a system call (a guard page's mprotect, a new segment),
 // and waiters that only yielded kept the cores busy for it (`xstress 32 20 5`
 // under the secure profile ON: 2.2 s of user time for 0.25 s of work).
 // The lock word holds the holder's id, so a signal handler of the holder
-// knows it at once; the sleepers wait on a separate word that a release
-// bumps. (A sleeper counts itself before it looks at the lock a last time,
-// and a release looks at the count after it let go: one of them sees the
-// other: a sequentially consistent fence on both sides.)
+// knows it at once (also before the holder noted the pool as held); the
+// sleepers wait on a separate word that a release bumps. (A sleeper counts
+// itself before it looks at the lock a last time, and a release looks at the
+// count after it let go: one of them sees the other: a sequentially
+// consistent fence on both sides.)
 #define MI_SHARED_SPINS  (16)
 
-static bool mi_shared_enter(void) {
+static bool mi_shared_enter(mi_shared_pool_t* pool) {
   const uintptr_t tid = _mi_thread_id();
-  if (mi_atomic_load_relaxed(&mi_shared_lock) == tid) return false;
+  if (mi_tls(mi_shared_held) != NULL || mi_atomic_load_relaxed(&pool->lock) == tid) return false;
   for (size_t round = 0; ; round++) {
     uintptr_t expected = 0;
-    if (mi_atomic_cas_strong_acq_rel(&mi_shared_lock, &expected, tid)) return true;
+    if (mi_atomic_cas_strong_acq_rel(&pool->lock, &expected, tid)) break;
     if (round < MI_SHARED_SPINS) { mi_atomic_yield(); continue; }
-    const uint32_t seen = mi_atomic_load_acquire(&mi_shared_wake);
-    mi_atomic_add_acq_rel(&mi_shared_sleepers, 1);
+    const uint32_t seen = mi_atomic_load_acquire(&pool->wake);
+    mi_atomic_add_acq_rel(&pool->sleepers, 1);
     mi_atomic_fence_seq_cst();
-    if (mi_atomic_load_relaxed(&mi_shared_lock) != 0) _mi_prim_word_wait((const uint32_t*)&mi_shared_wake, seen);
-    mi_atomic_sub_acq_rel(&mi_shared_sleepers, 1);
+    if (mi_atomic_load_relaxed(&pool->lock) != 0) _mi_prim_word_wait((const uint32_t*)&pool->wake, seen);
+    mi_atomic_sub_acq_rel(&pool->sleepers, 1);
   }
+  mi_tls(mi_shared_held) = pool;
+  return true;
 }
 
-static void mi_shared_release(void) {
-  mi_atomic_store_release(&mi_shared_lock, 0);
+static void mi_shared_release(mi_shared_pool_t* pool) {
+  mi_tls(mi_shared_held) = NULL;
+  mi_atomic_store_release(&pool->lock, 0);
   mi_atomic_fence_seq_cst();
-  if (mi_atomic_load_relaxed(&mi_shared_sleepers) != 0) {
-    mi_atomic_add_acq_rel(&mi_shared_wake, 1);
-    _mi_prim_word_wake((const uint32_t*)&mi_shared_wake);
+  if (mi_atomic_load_relaxed(&pool->sleepers) != 0) {
+    mi_atomic_add_acq_rel(&pool->wake, 1);
+    _mi_prim_word_wake((const uint32_t*)&pool->wake);
   }
 }
 
-// An empty shared segment leaves the list (under the lock): into the cache
-// (option segment_cache), else back to its region, where it waits for its
-// delay, unless a thread that ends empties it while the regions hold more
-// than the exit budget of freed resident memory (then it is purged now).
+// An empty shared segment leaves its pool's list (under the lock): into the
+// pool's cache (option segment_cache), else back to its region, where it
+// waits for its delay, unless a thread that ends empties it while the
+// regions hold more than the exit budget of freed resident memory (then it
+// is purged now).
 static void mi_shared_segment_free(mi_segment_t* segment, mi_segments_tld_t* tld) {
   mi_assert_internal(segment->used == 0 && segment->shared);
   if (segment->purging != 0) return;   // (a purge pass holds some of its pages: it frees the segment when done, if still empty)
+  mi_shared_pool_t* const pool = mi_shared_pool_of(segment);
   const bool lean = _mi_segment_is_lean(segment);
   if (segment->prev != NULL) segment->prev->next = segment->next;
-  else mi_shared_first[lean] = segment->next;
+  else pool->first[lean] = segment->next;
   if (segment->next != NULL) segment->next->prev = segment->prev;
-  else mi_shared_last[lean] = segment->prev;
+  else pool->last[lean] = segment->prev;
   segment->next = segment->prev = NULL;
+  mi_atomic_sub_relaxed(&pool->segments, 1);
   _mi_segment_purge_clear(segment);
-  if (!lean) mi_shared_count--;
+  if (!lean) mi_atomic_sub_relaxed(&mi_shared_count, 1);
   const bool purge_now = (tld != NULL && _mi_segment_exit_over_budget(tld));
   if (!purge_now && mi_segment_cache_push(segment)) return;
   // back to its region when the lock is let go of (mi_shared_leave)
@@ -128,8 +188,8 @@ static void mi_shared_segment_free(mi_segment_t* segment, mi_segments_tld_t* tld
   mi_tls(mi_shared_unused)[purge_now] = segment;
 }
 
-// Give a page's slices back (under the lock); an empty segment goes back to
-// its region (where it stays resident for the purge delay).
+// Give a page's slices back (under its pool's lock); an empty segment goes
+// back to its region (where it stays resident for the purge delay).
 static void mi_shared_page_clear(mi_page_t* page, mi_segments_tld_t* tld, int64_t now) {
   mi_segment_t* const segment = _mi_page_segment(page);
   _mi_segment_page_clear(segment, page, tld, now);
@@ -137,21 +197,15 @@ static void mi_shared_page_clear(mi_page_t* page, mi_segments_tld_t* tld, int64_
   if (segment->used == 0) mi_shared_segment_free(segment, tld);
 }
 
-static void mi_shared_leave(void) {
-  // the pages a signal handler of ours gave back meanwhile
-  mi_page_t* page = (mi_page_t*)mi_atomic_exchange_acq_rel(&mi_shared_deferred, 0);
-  while (page != NULL) {
-    mi_page_t* const next = page->next;
-    page->next = NULL;
-    mi_shared_page_clear(page, NULL, 0);
-    page = next;
-  }
+static void mi_shared_page_free(mi_page_t* page, mi_segments_tld_t* tld);
+
+static void mi_shared_leave(mi_shared_pool_t* pool) {
   // the segments emptied meanwhile go back to their regions with the lock
   // free (taken off this thread's lists first: a signal handler of ours that
-  // takes the lock after the release has lists of its own then)
+  // takes a lock after the release has lists of its own then)
   mi_segment_t* unused[2] = { mi_tls(mi_shared_unused)[0], mi_tls(mi_shared_unused)[1] };
   mi_tls(mi_shared_unused)[0] = mi_tls(mi_shared_unused)[1] = NULL;
-  mi_shared_release();
+  mi_shared_release(pool);
   for (size_t purge_now = 0; purge_now < 2; purge_now++) {
     mi_segment_t* segment = unused[purge_now];
     while (segment != NULL) {
@@ -161,22 +215,37 @@ static void mi_shared_leave(void) {
       segment = next;
     }
   }
+  // the pages a signal handler gave back while its thread was inside a lock
+  // (each under its own pool's lock)
+  if (mi_atomic_load_relaxed(&mi_shared_deferred) != 0) {
+    mi_page_t* page = (mi_page_t*)mi_atomic_exchange_acq_rel(&mi_shared_deferred, 0);
+    while (page != NULL) {
+      mi_page_t* const next = page->next;
+      page->next = NULL;
+      mi_shared_page_free(page, NULL);
+      page = next;
+    }
+  }
 }
 
 // The cached shared segments go back to their regions (a forced collection).
 static void mi_shared_cache_flush(void) {
-  if (!mi_shared_enter()) return;
-  mi_segment_t* segment;
-  while ((segment = _mi_shared_cache_pop()) != NULL) _mi_segment_os_free(segment, false, NULL);
-  mi_shared_leave();
+  for (size_t i = 0; i < mi_shared_pools_n(); i++) {
+    mi_shared_pool_t* const pool = &mi_shared_pools[i];
+    if (!mi_shared_enter(pool)) return;
+    mi_segment_t* segment;
+    while ((segment = _mi_shared_cache_pop()) != NULL) _mi_segment_os_free(segment, false, NULL);
+    mi_shared_leave(pool);
+  }
 }
 
 // A page of a shared segment is given back (by its heap's thread, or by
 // whoever frees the block of an abandoned page; `tld` NULL then).
 static void mi_shared_page_free(mi_page_t* page, mi_segments_tld_t* tld) {
   const int64_t now = _mi_prim_clock_now();   // (read before the lock is taken)
-  if (!mi_shared_enter()) {
-    // a signal handler of the lock's holder: the holder gives it back when it leaves
+  mi_shared_pool_t* const pool = mi_shared_pool_of(_mi_page_segment(page));
+  if (!mi_shared_enter(pool)) {
+    // a signal handler of a thread inside a lock: whoever lets go of one next gives it back
     uintptr_t head = mi_atomic_load_relaxed(&mi_shared_deferred);
     do {
       page->next = (mi_page_t*)head;
@@ -184,7 +253,7 @@ static void mi_shared_page_free(mi_page_t* page, mi_segments_tld_t* tld) {
     return;
   }
   mi_shared_page_clear(page, tld, now);
-  mi_shared_leave();
+  mi_shared_leave(pool);
 }
 
 // An abandoned page whose every block came back is empty: it is no longer
@@ -205,24 +274,23 @@ static void mi_shared_free_abandoned(mi_page_t* page) {
 
 // ---------------------------------------------------------------------------
 // The cache of empty shared segments (option segment_cache, default 0 = off):
-// an emptied shared segment of slices is kept, whole and committed, under the
-// shared lock, and the next shared segment built takes it without going to
-// the region. At most min(segment_cache, 1 + peak shared segments / 8) are
-// kept; a forced collection gives them back (a thread that ends does not:
-// the cache is the process's).
+// an emptied shared segment of slices is kept, whole and committed, under its
+// pool's lock, and the next shared segment the pool builds takes it without
+// going to the region. At most min(segment_cache, 1 + peak shared segments /
+// 8) are kept, in all pools together; a forced collection gives them back (a
+// thread that ends does not: the cache is the process's).
 // ---------------------------------------------------------------------------
 
-// (under the shared lock)
-static mi_segment_t* mi_shared_cache;        // empty shared segments kept (links next)
-static size_t mi_shared_cache_count;
+static _Atomic(size_t) mi_shared_cache_count;   // segments cached, all pools
 
 static bool mi_segment_cache_push(mi_segment_t* segment) {
   mi_assert_internal(segment->shared && segment->used == 0);
   if (segment->mem_is_pinned || _mi_segment_is_lean(segment)) return false;
   const size_t option = (size_t)mi_option_get(mi_option_segment_cache);
   if (option == 0) return false;
-  const size_t max = 1 + (mi_shared_peak / 8);
-  if (mi_shared_cache_count >= option || mi_shared_cache_count >= max) return false;
+  const size_t max = 1 + (mi_atomic_load_relaxed(&mi_shared_peak) / 8);
+  const size_t count = mi_atomic_load_relaxed(&mi_shared_cache_count);
+  if (count >= option || count >= max) return false;   // (other pools' pushes race with this: a few more at most)
   if (!segment->mem_is_committed) return false;
   const bool locked = _mi_segment_trim_lock(segment);   // (a trim may purge it while it waits here)
   for (size_t i = 0; i < segment->capacity; i++) {
@@ -237,19 +305,24 @@ static bool mi_segment_cache_push(mi_segment_t* segment) {
     if (page->is_purged) { _mi_segment_page_unpurge_stat(segment, page); page->is_purged = false; }
   }
   _mi_segment_trim_unlock(segment, locked);
-  segment->next = mi_shared_cache;
+  mi_shared_pool_t* const pool = mi_shared_pool_of(segment);
+  segment->next = pool->cache;
   segment->prev = NULL;
-  mi_shared_cache = segment;
-  mi_shared_cache_count++;
+  pool->cache = segment;
+  mi_atomic_add_relaxed(&mi_shared_cache_count, 1);
   mi_stat_increase(NULL, segments_cached, 1);
   return true;
 }
 
+// (under the lock of the pool this thread holds)
 mi_segment_t* _mi_shared_cache_pop(void) {
-  mi_segment_t* segment = mi_shared_cache;
+  mi_shared_pool_t* const pool = mi_tls(mi_shared_held);
+  mi_assert_internal(pool != NULL);
+  if (pool == NULL) return NULL;
+  mi_segment_t* segment = pool->cache;
   if (segment == NULL) return NULL;
-  mi_shared_cache = segment->next;
-  mi_shared_cache_count--;
+  pool->cache = segment->next;
+  mi_atomic_sub_relaxed(&mi_shared_cache_count, 1);
   segment->next = NULL;
   mi_stat_decrease(NULL, segments_cached, 1);
   return segment;
@@ -259,18 +332,14 @@ mi_segment_t* _mi_shared_cache_pop(void) {
 // Abandoned pages (docs/design.md, "Medium blocks in the shared segments, and
 // abandoned pages any thread adopts").
 // A page of small or medium blocks whose thread ended with blocks
-// in it waits on the list of its size class (under the shared lock, links
-// next/prev) with no heap. A free into it only pushes the block on its
+// in it waits on the list of its size class in its segment's pool (under the
+// pool's lock, links next/prev) with no heap. A free into it only pushes the block on its
 // thread_free (free.c) and never touches it again; the lock's holders decide
 // the rest: a thread that needs a page of that size adopts one with room,
 // and one whose every block came back (thread_free count == used) is given
 // back by whoever finds it, an adopter or the sweep (scheduled by the first
 // free into an abandoned page after a sweep, like the abandoned segments').
 // ---------------------------------------------------------------------------
-
-typedef struct mi_page_list_s { mi_page_t* first; mi_page_t* last; } mi_page_list_t;
-static mi_page_list_t mi_shared_abandoned[MI_BIN_HUGE];   // per size class (bin), oldest first
-static _Atomic(size_t) mi_shared_abandoned_count[MI_BIN_HUGE];   // their lengths (written under the lock, read as hints)
 
 // Blocks on the page's thread_free (other threads' frees since its last collect).
 static size_t mi_page_thread_free_count(const mi_page_t* page) {
@@ -284,10 +353,13 @@ static size_t mi_page_thread_free_count(const mi_page_t* page) {
   #endif
 }
 
+// (under the lock of the page's pool)
 static void mi_shared_abandoned_unlink(mi_page_t* page) {
+  mi_shared_pool_t* const pool = mi_shared_pool_of(_mi_page_segment(page));
   const size_t bin = _mi_bin(page->xblock_size);
-  mi_page_list_t* const list = &mi_shared_abandoned[bin];
-  mi_atomic_store_relaxed(&mi_shared_abandoned_count[bin], mi_atomic_load_relaxed(&mi_shared_abandoned_count[bin]) - 1);
+  mi_page_list_t* const list = &pool->abandoned[bin];
+  mi_atomic_store_relaxed(&pool->abandoned_count[bin], mi_atomic_load_relaxed(&pool->abandoned_count[bin]) - 1);
+  mi_atomic_sub_relaxed(&mi_shared_abandoned_total[bin], 1);
   if (page->prev != NULL) page->prev->next = page->next;
   else list->first = page->next;
   if (page->next != NULL) page->next->prev = page->prev;
@@ -296,9 +368,11 @@ static void mi_shared_abandoned_unlink(mi_page_t* page) {
 }
 
 static void mi_shared_abandoned_append(mi_page_t* page) {
+  mi_shared_pool_t* const pool = mi_shared_pool_of(_mi_page_segment(page));
   const size_t bin = _mi_bin(page->xblock_size);
-  mi_page_list_t* const list = &mi_shared_abandoned[bin];
-  mi_atomic_store_relaxed(&mi_shared_abandoned_count[bin], mi_atomic_load_relaxed(&mi_shared_abandoned_count[bin]) + 1);
+  mi_page_list_t* const list = &pool->abandoned[bin];
+  mi_atomic_store_relaxed(&pool->abandoned_count[bin], mi_atomic_load_relaxed(&pool->abandoned_count[bin]) + 1);
+  mi_atomic_add_relaxed(&mi_shared_abandoned_total[bin], 1);
   page->next = NULL;
   page->prev = list->last;
   if (list->last != NULL) list->last->next = page;
@@ -313,9 +387,10 @@ static void mi_shared_abandoned_give_back(mi_page_t* page, mi_segments_tld_t* tl
   mi_shared_page_clear(page, tld, 0);
 }
 
-// Are pages of this size waiting for an adopter? (a hint: read without the lock)
+// Are pages of this size waiting for an adopter, in any pool? (a hint: read
+// without the lock)
 static bool mi_shared_abandoned_waiting(size_t block_size) {
-  return (mi_atomic_load_relaxed(&mi_shared_abandoned_count[_mi_bin(block_size)]) != 0);
+  return (mi_atomic_load_relaxed(&mi_shared_abandoned_total[_mi_bin(block_size)]) != 0);
 }
 
 // The thread of a page of small or medium blocks in a shared segment ends
@@ -337,24 +412,36 @@ void _mi_shared_page_abandon(mi_page_t* page, mi_segments_tld_t* tld) {
   tld->abandoned = page;
 }
 
+// The ending thread's abandoned pages go on their lists: under one
+// acquisition of each pool's lock they belong to.
 static void mi_shared_abandoned_flush(mi_segments_tld_t* tld) {
-  if (tld->abandoned == NULL) return;
-  if (!mi_shared_enter()) {
-    // (an ending thread inside the lock: a signal handler's pthread_exit;
-    // the pages stay out of the lists, their memory with them)
+  while (tld->abandoned != NULL) {
+    mi_shared_pool_t* const pool = mi_shared_pool_of(_mi_page_segment(tld->abandoned));
+    if (!mi_shared_enter(pool)) {
+      // (an ending thread inside a lock: a signal handler's pthread_exit;
+      // the pages stay out of the lists, their memory with them)
+      tld->abandoned = NULL;
+      return;
+    }
+    mi_page_t* page = tld->abandoned;
+    mi_page_t* others = NULL;   // (of other pools: the next rounds)
     tld->abandoned = NULL;
-    return;
+    while (page != NULL) {
+      mi_page_t* const next = page->next;
+      if (mi_shared_pool_of(_mi_page_segment(page)) != pool) {
+        page->next = others;
+        others = page;
+      }
+      else {
+        page->next = page->prev = NULL;
+        if (mi_page_thread_free_count(page) == page->used) mi_shared_abandoned_give_back(page, NULL);
+        else mi_shared_abandoned_append(page);
+      }
+      page = next;
+    }
+    tld->abandoned = others;
+    mi_shared_leave(pool);
   }
-  mi_page_t* page = tld->abandoned;
-  tld->abandoned = NULL;
-  while (page != NULL) {
-    mi_page_t* const next = page->next;
-    page->next = page->prev = NULL;
-    if (mi_page_thread_free_count(page) == page->used) mi_shared_abandoned_give_back(page, NULL);
-    else mi_shared_abandoned_append(page);
-    page = next;
-  }
-  mi_shared_leave();
 }
 
 // Free a block of a page of a shared segment that is not our default heap's.
@@ -384,7 +471,7 @@ void _mi_shared_free_remote(mi_page_t* page, mi_block_t* block) {
   }
 }
 
-// Under the lock: an abandoned page of `block_size` with room, now `heap`'s
+// Under the pool's lock: an abandoned page of `block_size` with room, now `heap`'s
 // (the caller makes it usable outside the lock), the one abandoned longest
 // ago first (most of its blocks had time to come back); the empty ones met
 // on the way go back, full ones go to the end of the list. Looks at a few
@@ -393,8 +480,8 @@ void _mi_shared_free_remote(mi_page_t* page, mi_block_t* block) {
 // sooner: `churn 32` peaked at 173 MiB instead of 96, `larson 1` no faster.)
 #define MI_SHARED_ADOPT_VISITS  (8)
 
-static mi_page_t* mi_shared_adopt(mi_heap_t* heap, size_t block_size, mi_segments_tld_t* tld) {
-  mi_page_list_t* const list = &mi_shared_abandoned[_mi_bin(block_size)];
+static mi_page_t* mi_shared_adopt(mi_shared_pool_t* pool, mi_heap_t* heap, size_t block_size, mi_segments_tld_t* tld) {
+  mi_page_list_t* const list = &pool->abandoned[_mi_bin(block_size)];
   for (size_t visits = 0; list->first != NULL && visits < MI_SHARED_ADOPT_VISITS; visits++) {
     mi_page_t* const page = list->first;
     mi_assert_internal(page->xblock_size == block_size && mi_page_heap(page) == NULL);
@@ -415,10 +502,11 @@ static mi_page_t* mi_shared_adopt(mi_heap_t* heap, size_t block_size, mi_segment
   return NULL;
 }
 
-// Under the lock: every abandoned page whose blocks all came back goes back.
-static void mi_shared_sweep(void) {
+// Under the pool's lock: every abandoned page of the pool whose blocks all
+// came back goes back.
+static void mi_shared_sweep(mi_shared_pool_t* pool) {
   for (size_t bin = 0; bin < MI_BIN_HUGE; bin++) {
-    mi_page_t* page = mi_shared_abandoned[bin].first;
+    mi_page_t* page = pool->abandoned[bin].first;
     while (page != NULL) {
       mi_page_t* const next = page->next;
       if (mi_page_thread_free_count(page) == page->used) {
@@ -439,52 +527,62 @@ static void mi_shared_sweep(void) {
 static void mi_shared_try_sweep(int64_t now) {
   const int64_t due = _mi_due_at(MI_DUE_SWEEP);
   if (due == 0 || now < due) return;
-  if (!mi_shared_enter()) return;
-  if (_mi_due_claim(MI_DUE_SWEEP, now, false) != 0) mi_shared_sweep();
-  mi_shared_leave();
+  if (mi_tls(mi_shared_held) != NULL) return;   // (a signal handler of a thread inside a lock: later)
+  if (_mi_due_claim(MI_DUE_SWEEP, now, false) == 0) return;
+  for (size_t i = 0; i < mi_shared_pools_n(); i++) {
+    mi_shared_pool_t* const pool = &mi_shared_pools[i];
+    if (!mi_shared_enter(pool)) continue;
+    mi_shared_sweep(pool);
+    mi_shared_leave(pool);
+  }
 }
 
 // Purge the due pages of the shared segments (all pending ones when forced,
 // after the abandoned pages that are empty went back).
 //
-// The pass makes its system calls outside the shared lock: it takes the due
-// pages of every shared segment under the lock (into the segment's
-// `purging`, where no claim and no trim touches them; _mi_segment_purge_begin),
-// purges them with the lock free, and marks them under the lock again. With
-// the calls under the lock, every page claim of every thread waited for
-// them: in `xstress 32 20 5`, 46% of the time the lock was held went to
-// purges, 70-345 us each (docs/design.md, "The shared lock"). One pass at a
-// time: a pass that finds another under way leaves the work to it (the due
-// time stays claimed by it, and it notes what waits on when done), and a
+// The pass makes its system calls outside the pools' locks: it takes the due
+// pages of every shared segment under its pool's lock (into the segment's
+// `purging`, where no claim and no trim touches them;
+// _mi_segment_purge_begin), purges them with the locks free, and marks them
+// under the locks again. With the calls under the lock, every page claim of
+// every thread waited for them: in `xstress 32 20 5`, 46% of the time the
+// lock was held went to purges, 70-345 us each (docs/design.md, "The shared
+// lock"). One pass at a time (mi_shared_purge_pass): a pass that finds another
+// under way leaves the work to it (it takes the due time, and the pass under
+// way notes what waits when it is done, after it let the pass go: a pass
+// that takes the due time after that sees it gone, and passes itself), and a
 // forced one waits for it, then passes itself. A housekeeping section
 // (init.c): a fork waits until the pages are let go of.
-static _Atomic(size_t) mi_shared_purge_pass;   // 1 while a pass purges outside the lock (set and cleared under the lock)
+static _Atomic(size_t) mi_shared_purge_pass;   // 1 while a pass runs
 
 static void mi_shared_try_purge(int64_t now, bool force) {
   const int64_t due = _mi_due_at(MI_DUE_SHARED);
   if (!force && (due == 0 || now < due)) return;
+  if (mi_tls(mi_shared_held) != NULL) return;   // (a signal handler of a thread inside a lock: later)
   if (!_mi_housekeeping_enter()) return;   // (a fork is under way: later)
   for (;;) {
-    if (!mi_shared_enter()) { _mi_housekeeping_leave(); return; }   // (a signal handler of the lock's holder: later)
-    if (mi_atomic_load_relaxed(&mi_shared_purge_pass) == 0) break;
+    size_t idle = 0;
+    if (mi_atomic_cas_strong_acq_rel(&mi_shared_purge_pass, &idle, 1)) break;
     if (!force) {
-      // the pass under way notes again what waits when it is done (under the
-      // lock, after this): the due time is taken, so the purge thread does
-      // not spin on a time that has passed meanwhile
+      // the pass under way notes again what waits when it is done: the due
+      // time is taken, so the purge thread does not spin on a time that has
+      // passed meanwhile (unless that pass is done already: then this one passes)
       _mi_due_claim(MI_DUE_SHARED, now, false);
-      mi_shared_leave();
-      _mi_housekeeping_leave();
-      return;
+      mi_atomic_fence_seq_cst();
+      if (mi_atomic_load_relaxed(&mi_shared_purge_pass) != 0) { _mi_housekeeping_leave(); return; }
+      continue;
     }
-    mi_shared_leave();
     while (mi_atomic_load_acquire(&mi_shared_purge_pass) != 0) mi_atomic_yield();
   }
-  if (force) mi_shared_sweep();   // (its pages' slices are purged below)
+  const size_t pools = mi_shared_pools_n();
   mi_segment_t* taken = NULL;   // segments with pages in `purging` (links purging_next)
-  if (_mi_due_at(MI_DUE_SHARED) != 0) {
-    _mi_due_claim(MI_DUE_SHARED, now, true);   // (a note meanwhile keeps its time; the loop lowers it again for what waits)
+  _mi_due_claim(MI_DUE_SHARED, now, true);   // (a note meanwhile keeps its time; the loop lowers it again for what waits)
+  for (size_t i = 0; i < pools; i++) {
+    mi_shared_pool_t* const pool = &mi_shared_pools[i];
+    if (!mi_shared_enter(pool)) continue;
+    if (force) mi_shared_sweep(pool);   // (its pages' slices are purged below)
     for (size_t lean = 0; lean < 2; lean++) {
-      for (mi_segment_t* segment = mi_shared_first[lean]; segment != NULL; segment = segment->next) {
+      for (mi_segment_t* segment = pool->first[lean]; segment != NULL; segment = segment->next) {
         if (_mi_segment_purge_begin(segment, now, force) != 0) {
           segment->purging_next = taken;
           taken = segment;
@@ -492,37 +590,42 @@ static void mi_shared_try_purge(int64_t now, bool force) {
         _mi_due_note(MI_DUE_SHARED, segment->purge_expire);
       }
     }
+    mi_shared_leave(pool);
   }
-  if (taken == NULL) {
-    mi_shared_leave();
-    _mi_housekeeping_leave();
-    return;
-  }
-  mi_atomic_store_relaxed(&mi_shared_purge_pass, 1);
-  mi_shared_leave();
-  // the system calls, with the lock free
+  // the system calls, with the locks free
   const bool decommit = mi_option_is_enabled(mi_option_reset_decommits);
   for (mi_segment_t* segment = taken; segment != NULL; segment = segment->purging_next) {
     segment->purging_done = _mi_segment_purge_run(segment, segment->purging, decommit, NULL);
   }
-  // (this thread let go of the lock itself: a handler of its own that took it meanwhile let go of it too)
-  const bool entered = mi_shared_enter();
-  mi_assert_internal(entered); (void)entered;
-  mi_segment_t* segment = taken;
-  while (segment != NULL) {
-    mi_segment_t* const next = segment->purging_next;
-    segment->purging_next = NULL;
-    _mi_segment_purge_end(segment, segment->purging_done, decommit);
-    segment->purging_done = 0;
-    if (segment->used == 0) mi_shared_segment_free(segment, NULL);   // (emptied meanwhile: its free was deferred)
-    segment = next;
-  }
-  // what waits now, noted again (a pass that found this one under way took the due time)
-  for (size_t lean = 0; lean < 2; lean++) {
-    for (mi_segment_t* s = mi_shared_first[lean]; s != NULL; s = s->next) _mi_due_note(MI_DUE_SHARED, s->purge_expire);
+  // marked, each under its pool's lock (this thread let go of every lock
+  // itself: a handler of its own that took one meanwhile let go of it too)
+  for (size_t i = 0; i < pools && taken != NULL; i++) {
+    mi_shared_pool_t* const pool = &mi_shared_pools[i];
+    const bool entered = mi_shared_enter(pool);
+    mi_assert_internal(entered); (void)entered;
+    mi_segment_t** link = &taken;
+    while (*link != NULL) {
+      mi_segment_t* const segment = *link;
+      if (mi_shared_pool_of(segment) != pool) { link = &segment->purging_next; continue; }
+      *link = segment->purging_next;
+      segment->purging_next = NULL;
+      _mi_segment_purge_end(segment, segment->purging_done, decommit);
+      segment->purging_done = 0;
+      if (segment->used == 0) mi_shared_segment_free(segment, NULL);   // (emptied meanwhile: its free was deferred)
+    }
+    mi_shared_leave(pool);
   }
   mi_atomic_store_release(&mi_shared_purge_pass, 0);
-  mi_shared_leave();
+  mi_atomic_fence_seq_cst();
+  // what waits now, noted again (a pass that found this one under way took the due time)
+  for (size_t i = 0; i < pools; i++) {
+    mi_shared_pool_t* const pool = &mi_shared_pools[i];
+    if (!mi_shared_enter(pool)) continue;
+    for (size_t lean = 0; lean < 2; lean++) {
+      for (mi_segment_t* s = pool->first[lean]; s != NULL; s = s->next) _mi_due_note(MI_DUE_SHARED, s->purge_expire);
+    }
+    mi_shared_leave(pool);
+  }
   _mi_housekeeping_leave();
 }
 
@@ -587,15 +690,31 @@ void _mi_shared_page_free(mi_page_t* page, bool force, mi_segments_tld_t* tld) {
   mi_shared_page_free(page, tld);
 }
 
-// The stash goes back to the shared segments (all of it, or when it is due).
+// The stash goes back to the shared segments (all of it, or when it is due),
+// under one acquisition of each pool's lock its pages belong to.
 void _mi_shared_stash_flush(mi_segments_tld_t* tld, bool force) {
   if (tld->stash == NULL) return;
   if (!force && _mi_prim_clock_now() < tld->stash_expire) return;
   const int64_t now = _mi_prim_clock_now();   // (read before the lock is taken)
-  if (!mi_shared_enter()) return;   // (a signal handler of the lock's holder: later)
-  mi_page_t* page;
-  while ((page = mi_page_stash_pop(tld)) != NULL) mi_shared_page_clear(page, tld, now);
-  mi_shared_leave();
+  while (tld->stash != NULL) {
+    mi_shared_pool_t* const pool = mi_shared_pool_of(_mi_page_segment(tld->stash));
+    if (!mi_shared_enter(pool)) return;   // (a signal handler of a thread inside a lock: later)
+    mi_page_t* others = NULL;   // (of other pools: the next rounds)
+    size_t others_count = 0;
+    mi_page_t* page;
+    while ((page = mi_page_stash_pop(tld)) != NULL) {
+      if (mi_shared_pool_of(_mi_page_segment(page)) == pool) { mi_shared_page_clear(page, tld, now); continue; }
+      page->next = others;
+      others = page;
+      others_count++;
+    }
+    if (others != NULL) {
+      tld->stash = others;
+      tld->stash_count = others_count;
+      tld->stash_expire = now;
+    }
+    mi_shared_leave(pool);
+  }
 }
 
 // ---------------------------------------------------------------------------
@@ -609,46 +728,120 @@ void _mi_shared_stash_flush(mi_segments_tld_t* tld, bool force) {
 // the first segment with a run where nothing faults in ends the search),
 // else a run in a new shared segment. NULL
 // and `*nested` when this thread holds the lock already.
+// The fitting run cheapest to claim in a pool's segments (under its lock):
+// the first segment with a run where nothing faults in ends the search.
+static mi_segment_t* mi_shared_find_run(const mi_shared_pool_t* pool, size_t block_size, size_t blocks, bool lean, size_t* best_first) {
+  mi_segment_t* best = NULL;
+  size_t best_cost = 0;
+  for (mi_segment_t* segment = pool->first[lean]; segment != NULL; segment = segment->next) {
+    size_t first, cost;
+    if (!_mi_segment_find_run_cost(segment, block_size, blocks, &first, &cost)) continue;
+    if (best == NULL || cost < best_cost) {
+      best = segment; *best_first = first; best_cost = cost;
+      if (cost < MI_SLICE_FAULT_COST) break;   // (nothing faults in: the earliest such segment, which packs them)
+    }
+  }
+  return best;
+}
+
+// A new shared segment for a pool (under its lock; at the end of its list:
+// the search meets the older segments' free slices first), with a fitting run.
+static mi_segment_t* mi_shared_segment_new(mi_shared_pool_t* pool, size_t block_size, size_t blocks, bool lean, size_t* first, mi_segments_tld_t* tld) {
+  const bool eager_delayed = (mi_atomic_load_relaxed(&mi_shared_made[lean]) < (size_t)mi_option_get(mi_option_eager_commit_delay));
+  mi_segment_t* const segment = _mi_segment_alloc(0, MI_PAGE_SLICES, (lean ? MI_LEAN_PAGE_SHIFT : MI_SLICE_SHIFT), 0, 0, true, eager_delayed, tld);
+  if (segment == NULL) return NULL;
+  size_t cost;
+  if (!_mi_segment_find_run_cost(segment, block_size, blocks, first, &cost)) {
+    _mi_segment_os_free(segment, false, &_mi_segments_tld_stats(tld));
+    return NULL;
+  }
+  segment->shared = (uint8_t)(1 + (size_t)(pool - mi_shared_pools));
+  mi_atomic_add_relaxed(&mi_shared_made[lean], 1);
+  if (!lean) {
+    const size_t count = mi_atomic_add_relaxed(&mi_shared_count, 1) + 1;
+    size_t peak = mi_atomic_load_relaxed(&mi_shared_peak);
+    while (count > peak && !mi_atomic_cas_weak_acq_rel(&mi_shared_peak, &peak, count)) { }
+  }
+  mi_segment_t* const last = pool->last[lean];
+  segment->next = NULL;
+  segment->prev = last;
+  if (last != NULL) last->next = segment;
+  else pool->first[lean] = segment;
+  pool->last[lean] = segment;
+  mi_atomic_add_relaxed(&pool->segments, 1);
+  return segment;
+}
+
+// A page of slices from the shared segments: for small and medium blocks an
+// abandoned page with room first (in the thread's pool, or in another when
+// only others have one), unless `heap` may be destroyed (`*adopted`: already
+// `heap`'s, not initialized again); else the fitting run
+// cheapest to claim in the pool's segments (mi_shared_find_run), else in
+// another pool's, else a run in a new segment of the thread's pool. NULL and
+// `*nested` when this thread is inside a lock already.
 static mi_page_t* mi_shared_page_alloc(mi_heap_t* heap, size_t block_size, size_t blocks, bool lean, bool* nested, bool* adopted, mi_segments_tld_t* tld) {
   *adopted = false;
   if (_mi_due_at(MI_DUE_SHARED) != 0) mi_shared_try_purge(_mi_prim_clock_now(), false);
-  *nested = !mi_shared_enter();
+  mi_shared_pool_t* const own = mi_shared_pool_own(tld);
+  const size_t own_index = (size_t)(own - mi_shared_pools);
+  const size_t pools = mi_shared_pools_n();
+  const bool adopt = (block_size <= MI_MEDIUM_OBJ_SIZE_MAX && !heap->no_reclaim);   // (a heap that may be destroyed takes no other thread's blocks)
+  const size_t bin = _mi_bin(block_size);
+  if (adopt && pools > 1 && mi_atomic_load_relaxed(&own->abandoned_count[bin]) == 0 && mi_atomic_load_relaxed(&mi_shared_abandoned_total[bin]) != 0) {
+    // abandoned pages of the size wait in other pools only: adopted there
+    // (an ending thread's pages stay as useful to the next thread, whatever its pool)
+    for (size_t i = 1; i < pools; i++) {
+      mi_shared_pool_t* const other = &mi_shared_pools[(own_index + i) % pools];
+      if (mi_atomic_load_relaxed(&other->abandoned_count[bin]) == 0) continue;   // (a hint)
+      *nested = !mi_shared_enter(other);
+      if (*nested) return NULL;
+      mi_page_t* const page = mi_shared_adopt(other, heap, block_size, tld);
+      mi_shared_leave(other);
+      if (page != NULL) {
+        *adopted = true;
+        return page;
+      }
+    }
+  }
+  mi_shared_pool_t* pool = own;
+  *nested = !mi_shared_enter(pool);
   if (*nested) return NULL;
-  if (block_size <= MI_MEDIUM_OBJ_SIZE_MAX && !heap->no_reclaim) {   // (a heap that may be destroyed takes no other thread's blocks)
-    mi_page_t* const page = mi_shared_adopt(heap, block_size, tld);
+  if (adopt) {
+    mi_page_t* const page = mi_shared_adopt(pool, heap, block_size, tld);
     if (page != NULL) {
-      mi_shared_leave();
+      mi_shared_leave(pool);
       *adopted = true;
       return page;
     }
   }
-  mi_segment_t* best = NULL;
-  size_t best_first = 0, best_cost = 0;
-  for (mi_segment_t* segment = mi_shared_first[lean]; segment != NULL; segment = segment->next) {
-    size_t first, cost;
-    if (!_mi_segment_find_run_cost(segment, block_size, blocks, &first, &cost)) continue;
-    if (best == NULL || cost < best_cost) {
-      best = segment; best_first = first; best_cost = cost;
-      if (cost < MI_SLICE_FAULT_COST) break;   // (nothing faults in: the earliest such segment, which packs them)
+  size_t best_first = 0;
+  mi_segment_t* best = mi_shared_find_run(pool, block_size, blocks, lean, &best_first);
+  if (best == NULL && pools > 1) {
+    // the free slices of the other pools before a new segment (from the
+    // one where this thread found some last time)
+    mi_shared_leave(pool);
+    const size_t start = mi_tls(mi_shared_spill);
+    for (size_t i = 0; i < pools && best == NULL; i++) {
+      const size_t index = (start + i) % pools;
+      pool = &mi_shared_pools[index];
+      if (index == own_index || mi_atomic_load_relaxed(&pool->segments) == 0) continue;   // (a hint)
+      if (!mi_shared_enter(pool)) { *nested = true; return NULL; }
+      best = mi_shared_find_run(pool, block_size, blocks, lean, &best_first);
+      if (best == NULL) mi_shared_leave(pool);
+      else mi_tls(mi_shared_spill) = index;
+    }
+    if (best == NULL) {
+      pool = own;
+      if (!mi_shared_enter(pool)) { *nested = true; return NULL; }
+      best = mi_shared_find_run(pool, block_size, blocks, lean, &best_first);   // (one may have come meanwhile)
     }
   }
   if (best == NULL) {
-    best = _mi_segment_alloc(0, MI_PAGE_SLICES, (lean ? MI_LEAN_PAGE_SHIFT : MI_SLICE_SHIFT), 0, 0, true, mi_shared_made[lean] < (size_t)mi_option_get(mi_option_eager_commit_delay), tld);
-    size_t cost;
-    if (best == NULL || !_mi_segment_find_run_cost(best, block_size, blocks, &best_first, &cost)) {
-      if (best != NULL) _mi_segment_os_free(best, false, &_mi_segments_tld_stats(tld));
-      mi_shared_leave();
+    best = mi_shared_segment_new(pool, block_size, blocks, lean, &best_first, tld);
+    if (best == NULL) {
+      mi_shared_leave(pool);
       return NULL;
     }
-    mi_shared_made[lean]++;
-    if (!lean && ++mi_shared_count > mi_shared_peak) mi_shared_peak = mi_shared_count;
-    // (at the end: the search meets the older segments' free slices first)
-    mi_segment_t* const last = mi_shared_last[lean];
-    best->next = NULL;
-    best->prev = last;
-    if (last != NULL) last->next = best;
-    else mi_shared_first[lean] = best;
-    mi_shared_last[lean] = best;
   }
   mi_page_t* page = &best->pages[best_first];
   const size_t n = _mi_segment_run_slices(best, best_first, block_size, blocks);
@@ -667,7 +860,7 @@ static mi_page_t* mi_shared_page_alloc(mi_heap_t* heap, size_t block_size, size_
       ahead[ahead_count++] = &best->pages[first];
     }
   }
-  mi_shared_leave();
+  mi_shared_leave(pool);
   // the runs' guard pages (secure builds): system calls on the runs' own
   // memory, so not under the lock (the guard bits of other runs of the
   // segment change meanwhile: atomic and/or; nobody frees the segment while
@@ -799,12 +992,24 @@ void _mi_segments_try_purge(void) {
 // fork: no thread may be inside the lock while the process forks (the child
 // would have it held by a thread it does not have). A fork from a signal
 // handler of the holder does not wait for itself.
+// The fork takes every pool's lock, in order (the only place that holds more
+// than one; nobody waits for one while holding another).
 void _mi_segments_fork_prepare(void) {
-  mi_tls(mi_shared_forking) = mi_shared_enter();
+  if (mi_tls(mi_shared_held) != NULL) { mi_tls(mi_shared_forking) = false; return; }
+  for (size_t i = 0; i < mi_shared_pools_n(); i++) {
+    mi_shared_pool_t* const pool = &mi_shared_pools[i];
+    const bool entered = mi_shared_enter(pool);
+    mi_assert_internal(entered); (void)entered;
+    mi_tls(mi_shared_held) = NULL;   // (held all: noted below)
+  }
+  mi_tls(mi_shared_held) = &mi_shared_pools[0];
+  mi_tls(mi_shared_forking) = true;
 }
 
 void _mi_segments_fork_parent(void) {
-  if (mi_tls(mi_shared_forking)) mi_shared_release();
+  if (mi_tls(mi_shared_forking)) {
+    for (size_t i = 0; i < mi_shared_pools_n(); i++) mi_shared_release(&mi_shared_pools[i]);
+  }
   mi_tls(mi_shared_forking) = false;
 }
 
@@ -812,8 +1017,11 @@ void _mi_segments_fork_parent(void) {
 // a signal handler), nobody sleeps on it (the child has none of the parent's
 // other threads); then the owners of the segments (segment-walk.c).
 void _mi_segments_fork_child(void) {
-  mi_atomic_store_release(&mi_shared_lock, 0);
-  mi_atomic_store_relaxed(&mi_shared_sleepers, 0);
+  for (size_t i = 0; i < MI_SHARED_POOLS_MAX; i++) {
+    mi_atomic_store_release(&mi_shared_pools[i].lock, 0);
+    mi_atomic_store_relaxed(&mi_shared_pools[i].sleepers, 0);
+  }
+  mi_tls(mi_shared_held) = NULL;
   mi_tls(mi_shared_forking) = false;
   _mi_segments_fork_child_owners();
 }

@@ -61,6 +61,8 @@ void _mi_prim_init(mi_prim_config_t* config) {
   config->large_page_size = 2 * 1024 * 1024;  // assumed, as on x86-64 and aarch64 Linux
   config->has_overcommit = true;              // (mappings are MAP_NORESERVE)
   config->has_populate = true;                // (MADV_POPULATE_WRITE; an old kernel answers ENOSYS)
+  const long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+  config->cpu_count = (cpus > 0 ? (size_t)cpus : 1);
 }
 
 // ---------------------------------------------------------------------------

@@ -128,6 +128,7 @@ void _mi_prim_init(mi_prim_config_t* config) {
   config->large_page_size = (large > 0 ? (size_t)large : 2 * 1024 * 1024);
   config->has_overcommit = false;   // commit is charged
   config->has_populate = false;     // (_mi_prim_populate: ENOSYS)
+  config->cpu_count = (si.dwNumberOfProcessors > 0 ? (size_t)si.dwNumberOfProcessors : 1);
 }
 
 // ---------------------------------------------------------------------------
