@@ -200,7 +200,7 @@ mi_decl_restrict void* mi_mallocn(size_t count, size_t size) mi_attr_noexcept {
 // Sizes
 // ---------------------------------------------------------------------------
 
-size_t _mi_usable_size_of(const void* p) {
+static size_t mi_usable_size_of(const void* p) {
   #if (MI_DEBUG > 0) || defined(MI_ZERO_AREA)
   // debug and secure builds validate the pointer first, as free does
   if (p != NULL) {
@@ -240,7 +240,7 @@ size_t _mi_usable_size_of(const void* p) {
 }
 
 size_t mi_usable_size(const void* p) mi_attr_noexcept {
-  return _mi_usable_size_of(p);
+  return mi_usable_size_of(p);
 }
 
 void* mi_expand(void* p, size_t newsize) mi_attr_noexcept {

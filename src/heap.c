@@ -160,7 +160,7 @@ mi_heap_t* mi_heap_get_backing(void) {
 
 // Initialise a heap struct for the thread of `tld`, with randomness split
 // from `parent`.
-void _mi_heap_init_from(mi_heap_t* heap, mi_tld_t* tld, mi_heap_t* parent) {
+static void mi_heap_init_from(mi_heap_t* heap, mi_tld_t* tld, mi_heap_t* parent) {
   memcpy((void*)heap, &_mi_heap_empty, sizeof(mi_heap_t));
   heap->tld = tld;
   heap->thread_id = _mi_thread_id();
@@ -174,7 +174,7 @@ mi_heap_t* mi_heap_new(void) {
   mi_heap_t* bheap = mi_heap_get_backing();
   mi_heap_t* heap = mi_heap_malloc_tp(bheap, mi_heap_t);
   if (heap == NULL) return NULL;
-  _mi_heap_init_from(heap, bheap->tld, bheap);
+  mi_heap_init_from(heap, bheap->tld, bheap);
   heap->no_reclaim = true;   // never receives reclaimed pages (see segment.c)
   heap->next = heap->tld->heaps;
   heap->tld->heaps = heap;
@@ -231,7 +231,7 @@ static bool mi_heap_page_destroy(mi_heap_t* heap, mi_page_queue_t* pq, mi_page_t
   return true;
 }
 
-void _mi_heap_destroy_pages(mi_heap_t* heap) {
+static void mi_heap_destroy_pages(mi_heap_t* heap) {
   mi_heap_visit_pages(heap, &mi_heap_page_destroy, NULL, NULL);
   mi_heap_reset_pages(heap);
 }
@@ -246,7 +246,7 @@ void mi_heap_destroy(mi_heap_t* heap) {
     mi_heap_delete(heap);   // the backing heap cannot be destroyed
   }
   else {
-    _mi_heap_destroy_pages(heap);
+    mi_heap_destroy_pages(heap);
     mi_heap_free(heap);
   }
 }

@@ -85,7 +85,7 @@ static void mi_heap_main_init(void) {
   }
 }
 
-bool _mi_is_main_thread(void) {
+static bool mi_is_main_thread(void) {
   return (_mi_heap_main.thread_id == 0 || _mi_heap_main.thread_id == _mi_thread_id());
 }
 
@@ -281,7 +281,7 @@ size_t _mi_thread_live_count(void) {
 // Set up the calling thread's backing heap; false if it was already set up.
 static bool mi_heap_init(void) {
   if (mi_heap_is_initialized(mi_get_default_heap())) return false;
-  if (_mi_is_main_thread()) {
+  if (mi_is_main_thread()) {
     mi_heap_main_init();
     _mi_heap_set_default_direct(&_mi_heap_main);
     mi_thread_live(true);
@@ -325,7 +325,7 @@ static bool mi_heap_done(mi_heap_t* heap) {
   if (!mi_heap_is_initialized(heap)) return false;
   mi_thread_live(false);
   // from now on this thread allocates from the empty heap (main: the main heap)
-  _mi_heap_set_default_direct(_mi_is_main_thread() ? &_mi_heap_main : (mi_heap_t*)&_mi_heap_empty);
+  _mi_heap_set_default_direct(mi_is_main_thread() ? &_mi_heap_main : (mi_heap_t*)&_mi_heap_empty);
   heap = heap->tld->heap_backing;
   if (!mi_heap_is_initialized(heap)) return false;
   // delete all other heaps of this thread (their blocks move to the backing heap)
@@ -349,7 +349,7 @@ static bool mi_heap_done(mi_heap_t* heap) {
 void mi_thread_init(void) mi_attr_noexcept {
   mi_process_init();
   if (mi_heap_init()) {
-    if (!_mi_is_main_thread()) {
+    if (!mi_is_main_thread()) {
       mi_stat_increase(&mi_get_default_heap()->tld->stats, threads, 1);
     }
   }
@@ -357,7 +357,7 @@ void mi_thread_init(void) mi_attr_noexcept {
 
 static void mi_thread_done_heap(mi_heap_t* heap) {
   if (heap == NULL || heap->thread_id != _mi_thread_id()) return;   // not ours (or the empty heap)
-  const bool main_thread = _mi_is_main_thread();
+  const bool main_thread = mi_is_main_thread();
   if (!main_thread && mi_heap_is_initialized(heap)) {
     mi_stat_decrease(&heap->tld->stats, threads, 1);   // before the thread data is recycled
   }

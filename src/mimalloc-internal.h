@@ -100,9 +100,7 @@
 
 // options.c
 void   _mi_options_init(void);
-void   _mi_out_init(void);
 void   _mi_fputs(mi_output_fun* out, void* arg, const char* prefix, const char* message);
-void   _mi_fprintf(mi_output_fun* out, void* arg, const char* fmt, ...);
 void   _mi_verbose_message(const char* fmt, ...);
 void   _mi_warning_message(const char* fmt, ...);
 void   _mi_error_message(int err, const char* fmt, ...);
@@ -126,7 +124,6 @@ extern const mi_page_t _mi_page_empty;              // read-only empty page (fre
 extern mi_heap_t       _mi_heap_main;               // the main thread's backing heap
 extern bool            _mi_process_is_initialized;
 uintptr_t  _mi_random_shuffle(uintptr_t x);
-bool       _mi_is_main_thread(void);
 size_t     _mi_thread_live_count(void);      // threads with an initialised heap now
 bool       _mi_housekeeping_enter(void);     // a section that holds region blocks or abandoned segments for a moment (false: a fork is under way, skip it)
 void       _mi_housekeeping_leave(void);
@@ -182,7 +179,6 @@ void       _mi_random_init(mi_random_ctx_t* ctx);
 void       _mi_random_init_seed(mi_random_ctx_t* ctx, const uint64_t seed[4]);
 void       _mi_chacha20_block(const uint32_t input[16], uint32_t output[16]);
 void       _mi_random_split(mi_random_ctx_t* ctx, mi_random_ctx_t* new_ctx);
-uintptr_t  _mi_random_next(mi_random_ctx_t* ctx);
 uintptr_t  _mi_heap_random_next(mi_heap_t* heap);
 #if MI_SECURE_RANDOM_EXTEND
 bool       _mi_heap_random_coin(mi_heap_t* heap);
@@ -273,10 +269,8 @@ void       _mi_due_note(mi_due_t kind, int64_t expire);   // `kind` is due at `e
 int64_t    _mi_due_claim(mi_due_t kind, int64_t now, bool force);   // take the due time if it passed (any pending one if forced): the taker does the work; 0: not due, or taken by another thread
 bool       _mi_due_enter(mi_due_t kind, int64_t now);   // claim, inside a housekeeping section (put back while a fork is under way)
 void       _mi_due_leave(mi_due_t kind);              // end of that section; the purge thread is noted if `kind` is pending again
-int64_t    _mi_due_next(void);                        // the earliest pending due time (0: none)
 void       _mi_due_fork_child(mi_due_t kind);         // in a forked child: nothing of `kind` is pending
 extern _Atomic(uintptr_t) _mi_purger_state;
-void       _mi_purger_note(void);           // a process-wide purge became pending
 void       _mi_purger_start(void);          // (through _mi_purger_poll)
 void       _mi_purger_fork_child(void);
 void       _mi_purger_threads_changed(void);  // the count of threads with a heap changed
@@ -288,7 +282,6 @@ void       _mi_page_queue_push(mi_heap_t* heap, mi_page_queue_t* queue, mi_page_
 void       _mi_page_queue_remove(mi_page_queue_t* queue, mi_page_t* page);
 void       _mi_page_queue_enqueue_from(mi_page_queue_t* to, mi_page_queue_t* from, mi_page_t* page);
 size_t     _mi_page_queue_append(mi_heap_t* heap, mi_page_queue_t* pq, mi_page_queue_t* append);
-bool       _mi_page_queue_is_full(const mi_page_queue_t* pq);
 
 // page.c
 void*      _mi_malloc_generic(mi_heap_t* heap, size_t size) mi_attr_noexcept;
@@ -319,10 +312,8 @@ void       _mi_deferred_free(mi_heap_t* heap, bool force);
 mi_page_t* _mi_huge_page_alloc(mi_heap_t* heap, size_t size, size_t page_alignment, size_t align_offset);
 
 // heap.c
-void       _mi_heap_destroy_pages(mi_heap_t* heap);
 void       _mi_heap_collect_abandon(mi_heap_t* heap);
 void       _mi_heap_set_owner(mi_heap_t* heap, uintptr_t owner);
-void       _mi_heap_init_from(mi_heap_t* heap, mi_tld_t* tld, mi_heap_t* parent);
 
 // alloc.c
 void*      _mi_page_malloc(mi_heap_t* heap, mi_page_t* page, size_t size) mi_attr_noexcept;
@@ -334,7 +325,6 @@ void       _mi_block_zero_init(const mi_page_t* page, void* p, size_t size);
 mi_block_t* _mi_page_ptr_unalign(const mi_segment_t* segment, const mi_page_t* page, const void* p);
 bool       _mi_free_delayed_block(mi_block_t* block);
 bool       _mi_free_block_mt(mi_page_t* page, mi_block_t* block, bool await_abandon);   // a remote free: push on the page's thread_free (false: the page is being abandoned and `await_abandon`)
-size_t     _mi_usable_size_of(const void* p);
 #if (MI_PADDING > 0)
 void*      _mi_new_array_mark(void* p);
 void       _mi_free_delete(void* p, size_t size, bool array) mi_attr_noexcept;
@@ -350,7 +340,6 @@ static inline void _mi_memset(void* p, int c, size_t n) { memset(p, c, n); }
 #endif
 static inline void _mi_memzero(void* p, size_t n) { _mi_memset(p, 0, n); }
 #if defined(MI_ZERO_ON_FREE)
-void       _mi_block_written_after_free(const mi_page_t* page, mi_block_t* block, size_t ofs);
 #endif
 #if defined(MI_ZERO_AREA)
 void*      _mi_zero_alloc(void);

@@ -105,12 +105,13 @@ static mi_option_text_desc_t text_options[_mi_option_text_last] = {
 static void mi_option_init(mi_option_desc_t* desc);
 static void mi_option_text_init(mi_option_text_desc_t* desc);
 static void mi_env_check_unknown(void);
+static void mi_out_init(void);
 static bool mi_options_ready = false;   // the load-time constructor ran (environment is usable)
 static long mi_max_error_count = 16;    // max_errors, read once at start-up
 
 void _mi_options_init(void) {
   mi_options_ready = true;
-  _mi_out_init();
+  mi_out_init();
   mi_env_check_unknown();
   // where the OS charges every committed byte (Windows), a region is not
   // committed whole when it is created, as in mimalloc 1.6 there
@@ -275,7 +276,7 @@ static void* volatile mi_out_arg;
 
 // The library is loaded: what was buffered so far goes to stderr too, and
 // from now on messages go to stderr (and the buffer, for a later registration).
-void _mi_out_init(void) {
+static void mi_out_init(void) {
   if (mi_out_default == &mi_out_buf) {
     mi_out_buf_flush(&mi_out_stderr, false, NULL);
     mi_out_default = &mi_out_buf_stderr;
@@ -321,7 +322,7 @@ static void mi_vfprintf(mi_output_fun* out, void* arg, const char* prefix, const
   mi_tls(recurse) = false;
 }
 
-void _mi_fprintf(mi_output_fun* out, void* arg, const char* fmt, ...) {
+static void mi_fprintf(mi_output_fun* out, void* arg, const char* fmt, ...) {
   va_list args;
   va_start(args, fmt);
   mi_vfprintf(out, arg, NULL, fmt, args);
@@ -348,7 +349,7 @@ static bool mi_show_error_message(void) {
 void _mi_errors_print_at_exit(void) {
   const size_t n = mi_atomic_load_relaxed(&error_suppressed);
   if (n == 0) return;
-  _mi_fprintf(NULL, NULL, "mimalloc: %zu more error and warning message%s not shown (MIMALLOC_MAX_ERRORS=%ld)\n",
+  mi_fprintf(NULL, NULL, "mimalloc: %zu more error and warning message%s not shown (MIMALLOC_MAX_ERRORS=%ld)\n",
               n, (n == 1 ? " was" : "s were"), mi_max_error_count);
 }
 

@@ -37,7 +37,7 @@ size_t mi_good_size(size_t size) mi_attr_noexcept {
 // Queue queries
 // ---------------------------------------------------------------------------
 
-bool _mi_page_queue_is_full(const mi_page_queue_t* pq) {
+static bool mi_page_queue_is_full(const mi_page_queue_t* pq) {
   return (pq->block_size == (MI_LARGE_OBJ_SIZE_MAX + (2 * sizeof(uintptr_t))));
 }
 
@@ -121,7 +121,7 @@ void _mi_page_queue_remove(mi_page_queue_t* queue, mi_page_t* page) {
 void _mi_page_queue_push(mi_heap_t* heap, mi_page_queue_t* queue, mi_page_t* page) {
   mi_assert_internal(mi_page_heap(page) == heap);
   mi_assert_expensive(!mi_page_queue_contains(queue, page));
-  mi_page_set_in_full(page, _mi_page_queue_is_full(queue));
+  mi_page_set_in_full(page, mi_page_queue_is_full(queue));
   page->next = queue->first;
   page->prev = NULL;
   if (queue->first != NULL) {
@@ -163,7 +163,7 @@ void _mi_page_queue_enqueue_from(mi_page_queue_t* to, mi_page_queue_t* from, mi_
     to->last = page;
     mi_heap_queue_first_update(heap, to);
   }
-  mi_page_set_in_full(page, _mi_page_queue_is_full(to));
+  mi_page_set_in_full(page, mi_page_queue_is_full(to));
 }
 
 // Append all pages of `append` (another heap's queue) to `pq`; returns the count.
@@ -174,7 +174,7 @@ size_t _mi_page_queue_append(mi_heap_t* heap, mi_page_queue_t* pq, mi_page_queue
     // the page may still be reached by remote frees through its old heap's
     // delayed list: switch heap only when no such push is in flight
     mi_atomic_store_release(&page->xheap, (uintptr_t)heap);
-    _mi_page_use_delayed_free(page, mi_page_delayed_state(page, _mi_page_queue_is_full(pq)), false);
+    _mi_page_use_delayed_free(page, mi_page_delayed_state(page, mi_page_queue_is_full(pq)), false);
     count++;
   }
   if (pq->last == NULL) {

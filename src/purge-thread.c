@@ -68,10 +68,12 @@
 
 mi_decl_cache_aligned _Atomic(int64_t) _mi_due_times[MI_DUE_COUNT];
 
+static void mi_purger_note(void);   // (the purge thread, below)
+
 void _mi_due_note(mi_due_t kind, int64_t expire) {
   if (expire == 0) return;
   mi_atomic_expire_lower(&_mi_due_times[kind], expire);
-  _mi_purger_note();
+  mi_purger_note();
 }
 
 int64_t _mi_due_claim(mi_due_t kind, int64_t now, bool force) {
@@ -94,10 +96,10 @@ bool _mi_due_enter(mi_due_t kind, int64_t now) {
 
 void _mi_due_leave(mi_due_t kind) {
   _mi_housekeeping_leave();
-  if (_mi_due_at(kind) != 0) _mi_purger_note();
+  if (_mi_due_at(kind) != 0) mi_purger_note();
 }
 
-int64_t _mi_due_next(void) {
+static int64_t mi_due_next(void) {
   int64_t next = 0;
   for (size_t kind = 0; kind < MI_DUE_COUNT; kind++) {
     const int64_t due = _mi_due_at((mi_due_t)kind);
@@ -150,23 +152,23 @@ static void mi_purger_main(void* arg) {
       _mi_orphans_collect(false);
       _mi_segments_try_purge();
       _mi_region_try_purge();
-      next = _mi_due_next();
+      next = mi_due_next();
     }
     if (live == 0 || (next == 0 && live < mi_purger_min_threads())) {
       // the program's threads are gone (pthread_exit), or it is back to one
       // thread and nothing is pending: end, so the process can end or be
       // single-threaded again; a later note starts a new one when allowed
       mi_atomic_store_release(&_mi_purger_state, MI_PURGER_NONE);
-      if (_mi_due_next() != 0) _mi_purger_note();   // (a purge noted while we left)
+      if (mi_due_next() != 0) mi_purger_note();   // (a purge noted while we left)
       return;
     }
     if (next == 0) {
       // nothing pending (or disabled): sleep until a note wakes us; the fence
-      // pairs with the one in _mi_purger_note, so a purge noted after our
+      // pairs with the one in mi_purger_note, so a purge noted after our
       // check sees us idle and signals (the event is sticky)
       mi_atomic_store_relaxed(&mi_purger_idle, 1);
       mi_atomic_fence_seq_cst();
-      if (!mi_purger_enabled() || _mi_due_next() == 0) _mi_prim_event_wait(-1);
+      if (!mi_purger_enabled() || mi_due_next() == 0) _mi_prim_event_wait(-1);
       mi_atomic_store_relaxed(&mi_purger_idle, 0);
       continue;
     }
@@ -176,7 +178,7 @@ static void mi_purger_main(void* arg) {
 }
 
 // A purge became pending (a region's, a segment's, a huge block's, a sweep).
-void _mi_purger_note(void) {
+static void mi_purger_note(void) {
   const uintptr_t state = mi_atomic_load_relaxed(&_mi_purger_state);
   if (state == MI_PURGER_RUNNING) {
     mi_atomic_fence_seq_cst();
@@ -224,7 +226,7 @@ void _mi_purger_threads_changed(void) {
     if (_mi_thread_live_count() < mi_purger_min_threads()) _mi_prim_event_signal();
   }
   else if (state == MI_PURGER_NONE) {
-    _mi_purger_note();   // (when allowed: started at the new thread's first allocation)
+    mi_purger_note();   // (when allowed: started at the new thread's first allocation)
   }
 }
 
@@ -235,6 +237,6 @@ void _mi_purger_fork_child(void) {
   const uintptr_t state = mi_atomic_load_relaxed(&_mi_purger_state);
   if (state == MI_PURGER_RUNNING || state == MI_PURGER_STARTING) {
     mi_atomic_store_relaxed(&_mi_purger_state, MI_PURGER_NONE);
-    _mi_purger_note();   // the child starts its own, when allowed
+    mi_purger_note();   // the child starts its own, when allowed
   }
 }

@@ -70,7 +70,7 @@ static void mi_random_seed_words(mi_random_ctx_t* ctx, const uint64_t seed[4]) {
   ctx->output_available = 0;
 }
 
-uintptr_t _mi_random_next(mi_random_ctx_t* ctx) {
+static uintptr_t mi_random_next(mi_random_ctx_t* ctx) {
   if (ctx->output_available < 2) {
     _mi_chacha20_block(ctx->input, ctx->output);
     ctx->output_available = 16;
@@ -91,7 +91,7 @@ static void mi_random_seed_words(mi_random_ctx_t* ctx, const uint64_t seed[4]) {
   if ((ctx->s[0] | ctx->s[1] | ctx->s[2] | ctx->s[3]) == 0) ctx->s[0] = 1;
 }
 
-uintptr_t _mi_random_next(mi_random_ctx_t* ctx) {
+static uintptr_t mi_random_next(mi_random_ctx_t* ctx) {
   uint64_t* s = ctx->s;
   const uint64_t result = mi_rotl(s[1] * 5, 7) * 9;
   const uint64_t t = s[1] << 17;
@@ -131,9 +131,9 @@ void _mi_random_init_seed(mi_random_ctx_t* ctx, const uint64_t seed[4]) {
 
 static uint64_t mi_random_next64(mi_random_ctx_t* ctx) {
   #if (MI_INTPTR_SIZE >= 8)
-  return (uint64_t)_mi_random_next(ctx);
+  return (uint64_t)mi_random_next(ctx);
   #else
-  return ((uint64_t)_mi_random_next(ctx) << 32) | (uint64_t)_mi_random_next(ctx);
+  return ((uint64_t)mi_random_next(ctx) << 32) | (uint64_t)mi_random_next(ctx);
   #endif
 }
 
@@ -145,7 +145,7 @@ void _mi_random_split(mi_random_ctx_t* ctx, mi_random_ctx_t* new_ctx) {
 }
 
 uintptr_t _mi_heap_random_next(mi_heap_t* heap) {
-  return _mi_random_next(&heap->random);
+  return mi_random_next(&heap->random);
 }
 
 #if MI_SECURE_RANDOM_EXTEND

@@ -69,7 +69,7 @@ void _mi_block_next_corrupt(const mi_page_t* page, const mi_block_t* block, cons
 #if defined(MI_ZERO_ON_FREE)
 // A block handed out again does not read zero: something
 // wrote into it while it was free. Report, and zero it (when going on).
-mi_decl_noinline mi_decl_cold void _mi_block_written_after_free(const mi_page_t* page, mi_block_t* block, size_t ofs) {
+static mi_decl_noinline mi_decl_cold void mi_block_written_after_free(const mi_page_t* page, mi_block_t* block, size_t ofs) {
   const size_t usable = mi_page_usable_block_size(page);
   _mi_misuse_message(EFAULT, "write after free in heap block %p of size %zu: byte %zu was written after the block was freed\n",
                     (void*)block, usable, ofs);
@@ -216,7 +216,7 @@ static mi_decl_forceinline void mi_block_on_alloc(mi_heap_t* heap, const mi_page
   #endif
     const size_t usable = mi_page_usable_block_size(page);
     const size_t ofs = mi_block_zero_check(heap, block, usable);
-    if (mi_unlikely(ofs < usable)) _mi_block_written_after_free(page, block, ofs);
+    if (mi_unlikely(ofs < usable)) mi_block_written_after_free(page, block, ofs);
   }
   #endif
   #if (MI_DEBUG > 0)

@@ -69,6 +69,19 @@ static void mi_shared_abandoned_free_note(void);
 
 typedef struct mi_page_list_s { mi_page_t* first; mi_page_t* last; } mi_page_list_t;
 
+// The pools' lists of segments and of abandoned pages: doubly linked
+// (links next/prev), with their tails; for both kinds of node.
+#define mi_list_append(first, last, node) do {                                  \
+    (node)->next = NULL; (node)->prev = (last);                                 \
+    if ((last) != NULL) (last)->next = (node); else (first) = (node);           \
+    (last) = (node);                                                            \
+  } while (0)
+#define mi_list_unlink(first, last, node) do {                                  \
+    if ((node)->prev != NULL) (node)->prev->next = (node)->next; else (first) = (node)->next; \
+    if ((node)->next != NULL) (node)->next->prev = (node)->prev; else (last) = (node)->prev;  \
+    (node)->next = (node)->prev = NULL;                                         \
+  } while (0)
+
 typedef struct mi_decl_cache_aligned mi_shared_pool_s {
   _Atomic(uintptr_t) lock;           // the holder's thread id, 0: free
   _Atomic(uint32_t) wake;            // bumped by a release that has sleepers to wake (they sleep on it)
@@ -173,11 +186,7 @@ static void mi_shared_segment_free(mi_segment_t* segment, mi_segments_tld_t* tld
   if (segment->purging != 0) return;   // (a purge pass holds some of its pages: it frees the segment when done, if still empty)
   mi_shared_pool_t* const pool = mi_shared_pool_of(segment);
   const bool lean = _mi_segment_is_lean(segment);
-  if (segment->prev != NULL) segment->prev->next = segment->next;
-  else pool->first[lean] = segment->next;
-  if (segment->next != NULL) segment->next->prev = segment->prev;
-  else pool->last[lean] = segment->prev;
-  segment->next = segment->prev = NULL;
+  mi_list_unlink(pool->first[lean], pool->last[lean], segment);
   mi_atomic_sub_relaxed(&pool->segments, 1);
   _mi_segment_purge_clear(segment);
   if (!lean) mi_atomic_sub_relaxed(&mi_shared_count, 1);
@@ -360,11 +369,7 @@ static void mi_shared_abandoned_unlink(mi_page_t* page) {
   mi_page_list_t* const list = &pool->abandoned[bin];
   mi_atomic_store_relaxed(&pool->abandoned_count[bin], mi_atomic_load_relaxed(&pool->abandoned_count[bin]) - 1);
   mi_atomic_sub_relaxed(&mi_shared_abandoned_total[bin], 1);
-  if (page->prev != NULL) page->prev->next = page->next;
-  else list->first = page->next;
-  if (page->next != NULL) page->next->prev = page->prev;
-  else list->last = page->prev;
-  page->next = page->prev = NULL;
+  mi_list_unlink(list->first, list->last, page);
 }
 
 static void mi_shared_abandoned_append(mi_page_t* page) {
@@ -373,11 +378,7 @@ static void mi_shared_abandoned_append(mi_page_t* page) {
   mi_page_list_t* const list = &pool->abandoned[bin];
   mi_atomic_store_relaxed(&pool->abandoned_count[bin], mi_atomic_load_relaxed(&pool->abandoned_count[bin]) + 1);
   mi_atomic_add_relaxed(&mi_shared_abandoned_total[bin], 1);
-  page->next = NULL;
-  page->prev = list->last;
-  if (list->last != NULL) list->last->next = page;
-  else list->first = page;
-  list->last = page;
+  mi_list_append(list->first, list->last, page);
 }
 
 // An abandoned page all of whose blocks came back goes back (under the lock,
@@ -762,12 +763,7 @@ static mi_segment_t* mi_shared_segment_new(mi_shared_pool_t* pool, size_t block_
     size_t peak = mi_atomic_load_relaxed(&mi_shared_peak);
     while (count > peak && !mi_atomic_cas_weak_acq_rel(&mi_shared_peak, &peak, count)) { }
   }
-  mi_segment_t* const last = pool->last[lean];
-  segment->next = NULL;
-  segment->prev = last;
-  if (last != NULL) last->next = segment;
-  else pool->first[lean] = segment;
-  pool->last[lean] = segment;
+  mi_list_append(pool->first[lean], pool->last[lean], segment);
   mi_atomic_add_relaxed(&pool->segments, 1);
   return segment;
 }
