@@ -89,6 +89,7 @@ typedef struct mi_decl_cache_aligned mi_shared_pool_s {
   mi_segment_t* first[2];            // its segments: of slices, lean, oldest first (links next/prev; under the lock)
   mi_segment_t* last[2];             // their newest
   _Atomic(size_t) segments;          // segments in the lists (written under the lock, read as a hint)
+  _Atomic(size_t) resident;          // 1: a page went back since a look found no resident run (a hint)
   mi_segment_t* cache;               // its cached empty segments (links next; under the lock)
   mi_page_list_t abandoned[MI_BIN_HUGE];            // abandoned pages per size class (bin), oldest first (links next/prev; under the lock)
   _Atomic(size_t) abandoned_count[MI_BIN_HUGE];     // their lengths (written under the lock, read as hints)
@@ -202,7 +203,11 @@ static void mi_shared_segment_free(mi_segment_t* segment, mi_segments_tld_t* tld
 static void mi_shared_page_clear(mi_page_t* page, mi_segments_tld_t* tld, int64_t now) {
   mi_segment_t* const segment = _mi_page_segment(page);
   _mi_segment_page_clear(segment, page, tld, now);
-  if (segment->purge_expire != 0) mi_shared_note_expire(segment->purge_expire);
+  if (segment->purge_expire != 0) {
+    mi_shared_note_expire(segment->purge_expire);
+    mi_shared_pool_t* const pool = mi_shared_pool_of(segment);
+    if (mi_atomic_load_relaxed(&pool->resident) == 0) mi_atomic_store_relaxed(&pool->resident, 1);
+  }
   if (segment->used == 0) mi_shared_segment_free(segment, tld);
 }
 
@@ -731,9 +736,9 @@ void _mi_shared_stash_flush(mi_segments_tld_t* tld, bool force) {
 // and `*nested` when this thread holds the lock already.
 // The fitting run cheapest to claim in a pool's segments (under its lock):
 // the first segment with a run where nothing faults in ends the search.
-static mi_segment_t* mi_shared_find_run(const mi_shared_pool_t* pool, size_t block_size, size_t blocks, bool lean, size_t* best_first) {
+static mi_segment_t* mi_shared_find_run(const mi_shared_pool_t* pool, size_t block_size, size_t blocks, bool lean, size_t* best_first, size_t* best_cost_out) {
   mi_segment_t* best = NULL;
-  size_t best_cost = 0;
+  size_t best_cost = MI_SLICE_FAULT_COST;
   for (mi_segment_t* segment = pool->first[lean]; segment != NULL; segment = segment->next) {
     size_t first, cost;
     if (!_mi_segment_find_run_cost(segment, block_size, blocks, &first, &cost)) continue;
@@ -742,6 +747,7 @@ static mi_segment_t* mi_shared_find_run(const mi_shared_pool_t* pool, size_t blo
       if (cost < MI_SLICE_FAULT_COST) break;   // (nothing faults in: the earliest such segment, which packs them)
     }
   }
+  *best_cost_out = best_cost;
   return best;
 }
 
@@ -783,53 +789,63 @@ static mi_page_t* mi_shared_page_alloc(mi_heap_t* heap, size_t block_size, size_
   const size_t pools = mi_shared_pools_n();
   const bool adopt = (block_size <= MI_MEDIUM_OBJ_SIZE_MAX && !heap->no_reclaim);   // (a heap that may be destroyed takes no other thread's blocks)
   const size_t bin = _mi_bin(block_size);
-  if (adopt && pools > 1 && mi_atomic_load_relaxed(&own->abandoned_count[bin]) == 0 && mi_atomic_load_relaxed(&mi_shared_abandoned_total[bin]) != 0) {
-    // abandoned pages of the size wait in other pools only: adopted there
-    // (an ending thread's pages stay as useful to the next thread, whatever its pool)
-    for (size_t i = 1; i < pools; i++) {
+  bool entered = false;
+  if (adopt && mi_atomic_load_relaxed(&mi_shared_abandoned_total[bin]) != 0) {
+    // an abandoned page of the size with room: in the thread's pool first,
+    // then in the others (an ending thread's pages stay as useful to the next
+    // thread, whatever its pool)
+    for (size_t i = 0; i < pools; i++) {
       mi_shared_pool_t* const other = &mi_shared_pools[(own_index + i) % pools];
       if (mi_atomic_load_relaxed(&other->abandoned_count[bin]) == 0) continue;   // (a hint)
       *nested = !mi_shared_enter(other);
       if (*nested) return NULL;
       mi_page_t* const page = mi_shared_adopt(other, heap, block_size, tld);
-      mi_shared_leave(other);
       if (page != NULL) {
+        mi_shared_leave(other);
         *adopted = true;
         return page;
       }
+      if (other == own && mi_atomic_load_relaxed(&mi_shared_abandoned_total[bin]) == mi_atomic_load_relaxed(&own->abandoned_count[bin])) {
+        entered = true;   // (no other pool has one: the search below goes on under this acquisition)
+        break;
+      }
+      mi_shared_leave(other);
     }
   }
   mi_shared_pool_t* pool = own;
-  *nested = !mi_shared_enter(pool);
-  if (*nested) return NULL;
-  if (adopt) {
-    mi_page_t* const page = mi_shared_adopt(pool, heap, block_size, tld);
-    if (page != NULL) {
-      mi_shared_leave(pool);
-      *adopted = true;
-      return page;
-    }
+  if (!entered) {
+    *nested = !mi_shared_enter(pool);
+    if (*nested) return NULL;
   }
-  size_t best_first = 0;
-  mi_segment_t* best = mi_shared_find_run(pool, block_size, blocks, lean, &best_first);
-  if (best == NULL && pools > 1) {
-    // the free slices of the other pools before a new segment (from the
-    // one where this thread found some last time)
+  size_t best_first = 0, best_cost;
+  mi_segment_t* best = mi_shared_find_run(pool, block_size, blocks, lean, &best_first, &best_cost);
+  if (pools > 1 && (best == NULL || best_cost >= MI_SLICE_FAULT_COST)) {
+    // the run faults in, or there is none: a run of another pool where
+    // nothing faults in comes first (in pools where a page went back since
+    // a look found none), and any free run of another pool before a new
+    // segment (from the pool where this thread found one last time)
+    const bool any = (best == NULL);
     mi_shared_leave(pool);
+    best = NULL;
     const size_t start = mi_tls(mi_shared_spill);
     for (size_t i = 0; i < pools && best == NULL; i++) {
       const size_t index = (start + i) % pools;
       pool = &mi_shared_pools[index];
-      if (index == own_index || mi_atomic_load_relaxed(&pool->segments) == 0) continue;   // (a hint)
+      if (index == own_index || mi_atomic_load_relaxed(&pool->segments) == 0) continue;   // (hints)
+      if (!any && mi_atomic_load_relaxed(&pool->resident) == 0) continue;
       if (!mi_shared_enter(pool)) { *nested = true; return NULL; }
-      best = mi_shared_find_run(pool, block_size, blocks, lean, &best_first);
+      best = mi_shared_find_run(pool, block_size, blocks, lean, &best_first, &best_cost);
+      if (best != NULL && best_cost >= MI_SLICE_FAULT_COST) {
+        mi_atomic_store_relaxed(&pool->resident, 0);   // (none resident that fits: the next page that goes back says again)
+        if (!any) best = NULL;
+      }
       if (best == NULL) mi_shared_leave(pool);
       else mi_tls(mi_shared_spill) = index;
     }
     if (best == NULL) {
       pool = own;
       if (!mi_shared_enter(pool)) { *nested = true; return NULL; }
-      best = mi_shared_find_run(pool, block_size, blocks, lean, &best_first);   // (one may have come meanwhile)
+      best = mi_shared_find_run(pool, block_size, blocks, lean, &best_first, &best_cost);   // (it may have changed meanwhile)
     }
   }
   if (best == NULL) {
