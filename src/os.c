@@ -26,7 +26,7 @@
 static size_t os_page_size = 4096;
 static size_t os_large_page_size = 2 * MiB;
 static bool   os_has_overcommit = true;
-static size_t os_cpu_count = 1;
+static _Atomic(size_t) os_cpu_count;   // (0: not read yet)
 static _Atomic(size_t) mi_os_populate_unsupported;   // 1: the OS cannot populate (ENOSYS)
 
 void _mi_os_init(void) {
@@ -35,7 +35,7 @@ void _mi_os_init(void) {
   os_page_size = config.page_size;
   os_large_page_size = config.large_page_size;
   os_has_overcommit = config.has_overcommit;
-  os_cpu_count = (config.cpu_count > 0 ? config.cpu_count : 1);
+  mi_atomic_store_relaxed(&os_cpu_count, (config.cpu_count > 0 ? config.cpu_count : 1));
   if (!config.has_populate) mi_atomic_store_relaxed(&mi_os_populate_unsupported, 1);
 }
 
@@ -49,9 +49,17 @@ size_t _mi_os_page_size(void) {
   return os_page_size;
 }
 
-// The processors online at start (at least 1).
+// The processors this process may run on, read at start (at least 1; asked
+// of the OS here when called before _mi_os_init).
 size_t _mi_os_cpu_count(void) {
-  return os_cpu_count;
+  size_t n = mi_atomic_load_relaxed(&os_cpu_count);
+  if (mi_unlikely(n == 0)) {
+    mi_prim_config_t config;
+    _mi_prim_init(&config);
+    n = (config.cpu_count > 0 ? config.cpu_count : 1);
+    mi_atomic_store_relaxed(&os_cpu_count, n);
+  }
+  return n;
 }
 
 // Round huge sizes so that waste is bounded (~12.5%) and sizes repeat.

@@ -103,8 +103,9 @@ static _Atomic(size_t) mi_shared_peak;             // the most in use at once (t
 static _Atomic(size_t) mi_shared_made[2];          // shared segments ever made, of slices and lean ones (eager_commit_delay counts each kind)
 static _Atomic(size_t) mi_shared_abandoned_total[MI_BIN_HUGE];   // abandoned pages per size class in all pools (a hint)
 static _Atomic(uintptr_t) mi_shared_deferred;      // pages given back while their thread was inside a lock (links: page->next)
-static mi_decl_thread mi_shared_pool_t* mi_shared_held;   // the pool whose lock this thread holds (NULL: none; a fork's: the last)
-static mi_decl_thread bool mi_shared_forking;      // this thread took every lock for a fork
+static mi_decl_thread mi_shared_pool_t* mi_shared_held;   // the pool this thread is in (or entering, or leaving); NULL: none
+static mi_decl_thread uint64_t mi_shared_forking;  // the pools whose locks this thread took for a fork (bit i: mi_shared_pools[i])
+static mi_decl_thread mi_shared_pool_t* mi_shared_fork_held;   // this thread's mi_shared_held when the fork began
 static mi_decl_thread size_t mi_shared_spill;      // the pool other than its own where this thread last found a free run (its index)
 static mi_decl_thread mi_segment_t* mi_shared_unused[2];   // emptied under a lock, back to their regions when it is let go of (links next; [1]: purged at once)
 
@@ -114,7 +115,8 @@ static size_t mi_shared_pools_n(void) {
     n = _mi_os_cpu_count();
     if (n > MI_SHARED_POOLS_MAX) n = MI_SHARED_POOLS_MAX;
     if (n == 0) n = 1;
-    mi_atomic_store_relaxed(&mi_shared_pool_count, n);   // (every thread computes the same)
+    size_t expected = 0;   // (set once: the first to set it decides)
+    if (!mi_atomic_cas_strong_acq_rel(&mi_shared_pool_count, &expected, n)) n = expected;
   }
   return n;
 }
@@ -137,22 +139,18 @@ static void mi_shared_note_expire(int64_t expire) {
   _mi_due_note(MI_DUE_SHARED, expire);
 }
 
-// Take a pool's lock; false if this thread is inside a lock already (a signal
-// handler interrupted it there). A few yields, then sleep until a release: the
-// holder may be in a system call (a guard page's mprotect, a new segment),
-// and waiters that only yielded kept the cores busy for it (`xstress 32 20 5`
-// under the secure profile ON: 2.2 s of user time for 0.25 s of work).
-// The lock word holds the holder's id, so a signal handler of the holder
-// knows it at once (also before the holder noted the pool as held); the
-// sleepers wait on a separate word that a release bumps. (A sleeper counts
-// itself before it looks at the lock a last time, and a release looks at the
-// count after it let go: one of them sees the other: a sequentially
-// consistent fence on both sides.)
+// A pool's lock. A few yields, then sleep until a release: the holder may be
+// in a system call (a guard page's mprotect, a new segment), and waiters that
+// only yielded kept the cores busy for it (`xstress 32 20 5` under the secure
+// profile ON: 2.2 s of user time for 0.25 s of work). The lock word holds the
+// holder's id; the sleepers wait on a separate word that a release bumps. (A
+// sleeper counts itself before it looks at the lock a last time, and a
+// release looks at the count after it let go: one of them sees the other: a
+// sequentially consistent fence on both sides.)
 #define MI_SHARED_SPINS  (16)
 
-static bool mi_shared_enter(mi_shared_pool_t* pool) {
+static void mi_shared_lock_take(mi_shared_pool_t* pool) {
   const uintptr_t tid = _mi_thread_id();
-  if (mi_tls(mi_shared_held) != NULL || mi_atomic_load_relaxed(&pool->lock) == tid) return false;
   for (size_t round = 0; ; round++) {
     uintptr_t expected = 0;
     if (mi_atomic_cas_strong_acq_rel(&pool->lock, &expected, tid)) break;
@@ -163,18 +161,34 @@ static bool mi_shared_enter(mi_shared_pool_t* pool) {
     if (mi_atomic_load_relaxed(&pool->lock) != 0) _mi_prim_word_wait((const uint32_t*)&pool->wake, seen);
     mi_atomic_sub_acq_rel(&pool->sleepers, 1);
   }
-  mi_tls(mi_shared_held) = pool;
-  return true;
 }
 
-static void mi_shared_release(mi_shared_pool_t* pool) {
-  mi_tls(mi_shared_held) = NULL;
+static void mi_shared_lock_let_go(mi_shared_pool_t* pool) {
   mi_atomic_store_release(&pool->lock, 0);
   mi_atomic_fence_seq_cst();
   if (mi_atomic_load_relaxed(&pool->sleepers) != 0) {
     mi_atomic_add_acq_rel(&pool->wake, 1);
     _mi_prim_word_wake((const uint32_t*)&pool->wake);
   }
+}
+
+// Enter a pool (take its lock); false if this thread is inside a pool
+// already, or on its way in or out (a signal handler interrupted it there), or
+// holds the lock for a fork. The pool is noted as this thread's before the
+// lock is tried and until after it is let go of, so a signal handler never
+// finds its thread holding a lock it does not know of.
+static bool mi_shared_enter(mi_shared_pool_t* pool) {
+  if (mi_tls(mi_shared_held) != NULL || mi_atomic_load_relaxed(&pool->lock) == _mi_thread_id()) return false;
+  mi_tls(mi_shared_held) = pool;
+  mi_atomic_signal_fence();
+  mi_shared_lock_take(pool);
+  return true;
+}
+
+static void mi_shared_release(mi_shared_pool_t* pool) {
+  mi_shared_lock_let_go(pool);
+  mi_atomic_signal_fence();
+  mi_tls(mi_shared_held) = NULL;
 }
 
 // An empty shared segment leaves its pool's list (under the lock): into the
@@ -582,6 +596,7 @@ static void mi_shared_try_purge(int64_t now, bool force) {
   }
   const size_t pools = mi_shared_pools_n();
   mi_segment_t* taken = NULL;   // segments with pages in `purging` (links purging_next)
+  uint64_t taken_pools = 0;     // the pools they are in (bit i: mi_shared_pools[i])
   _mi_due_claim(MI_DUE_SHARED, now, true);   // (a note meanwhile keeps its time; the loop lowers it again for what waits)
   for (size_t i = 0; i < pools; i++) {
     mi_shared_pool_t* const pool = &mi_shared_pools[i];
@@ -592,6 +607,7 @@ static void mi_shared_try_purge(int64_t now, bool force) {
         if (_mi_segment_purge_begin(segment, now, force) != 0) {
           segment->purging_next = taken;
           taken = segment;
+          taken_pools |= ((uint64_t)1 << i);
         }
         _mi_due_note(MI_DUE_SHARED, segment->purge_expire);
       }
@@ -605,10 +621,12 @@ static void mi_shared_try_purge(int64_t now, bool force) {
   }
   // marked, each under its pool's lock (this thread let go of every lock
   // itself: a handler of its own that took one meanwhile let go of it too)
-  for (size_t i = 0; i < pools && taken != NULL; i++) {
+  for (size_t i = 0; i < pools; i++) {
+    if ((taken_pools & ((uint64_t)1 << i)) == 0) continue;
     mi_shared_pool_t* const pool = &mi_shared_pools[i];
-    const bool entered = mi_shared_enter(pool);
-    mi_assert_internal(entered); (void)entered;
+    const bool entered = mi_shared_enter(pool);   // (the pass started outside every pool, and a handler of ours leaves what it enters)
+    mi_assert_internal(entered);
+    if (!entered) continue;
     mi_segment_t** link = &taken;
     while (*link != NULL) {
       mi_segment_t* const segment = *link;
@@ -1005,35 +1023,47 @@ void _mi_segments_try_purge(void) {
 // would have it held by a thread it does not have). A fork from a signal
 // handler of the holder does not wait for itself.
 // The fork takes every pool's lock, in order (the only place that holds more
-// than one; nobody waits for one while holding another).
+// than one; nobody waits for one while holding another), but the one the code
+// a signal handler of this thread interrupted holds (it stays held). Until
+// the fork is done, nothing of this thread enters a pool.
 void _mi_segments_fork_prepare(void) {
-  if (mi_tls(mi_shared_held) != NULL) { mi_tls(mi_shared_forking) = false; return; }
+  const uintptr_t tid = _mi_thread_id();
+  uint64_t taken = 0;
   for (size_t i = 0; i < mi_shared_pools_n(); i++) {
     mi_shared_pool_t* const pool = &mi_shared_pools[i];
-    const bool entered = mi_shared_enter(pool);
-    mi_assert_internal(entered); (void)entered;
-    mi_tls(mi_shared_held) = NULL;   // (held all: noted below)
+    if (mi_atomic_load_relaxed(&pool->lock) == tid) continue;
+    mi_shared_lock_take(pool);
+    taken |= ((uint64_t)1 << i);
   }
-  mi_tls(mi_shared_held) = &mi_shared_pools[0];
-  mi_tls(mi_shared_forking) = true;
+  mi_tls(mi_shared_forking) = taken;
+  mi_tls(mi_shared_fork_held) = mi_tls(mi_shared_held);
+  if (mi_tls(mi_shared_held) == NULL) mi_tls(mi_shared_held) = &mi_shared_pools[0];
 }
 
 void _mi_segments_fork_parent(void) {
-  if (mi_tls(mi_shared_forking)) {
-    for (size_t i = 0; i < mi_shared_pools_n(); i++) mi_shared_release(&mi_shared_pools[i]);
+  const uint64_t taken = mi_tls(mi_shared_forking);
+  for (size_t i = 0; i < MI_SHARED_POOLS_MAX; i++) {
+    if ((taken & ((uint64_t)1 << i)) != 0) mi_shared_lock_let_go(&mi_shared_pools[i]);
   }
-  mi_tls(mi_shared_forking) = false;
+  mi_tls(mi_shared_held) = mi_tls(mi_shared_fork_held);
+  mi_tls(mi_shared_fork_held) = NULL;
+  mi_tls(mi_shared_forking) = 0;
 }
 
-// In the child: the lock is free (the forking thread took it, or held it in
-// a signal handler), nobody sleeps on it (the child has none of the parent's
-// other threads); then the owners of the segments (segment-walk.c).
+// In the child: the locks are free (the forking thread took them, or the
+// code its signal handler interrupted holds one: that one it keeps), nobody
+// sleeps on them (the child has none of the parent's other threads); then the
+// owners of the segments (segment-walk.c).
 void _mi_segments_fork_child(void) {
+  const uintptr_t tid = _mi_thread_id();
+  const uint64_t taken = mi_tls(mi_shared_forking);
   for (size_t i = 0; i < MI_SHARED_POOLS_MAX; i++) {
-    mi_atomic_store_release(&mi_shared_pools[i].lock, 0);
-    mi_atomic_store_relaxed(&mi_shared_pools[i].sleepers, 0);
+    mi_shared_pool_t* const pool = &mi_shared_pools[i];
+    if ((taken & ((uint64_t)1 << i)) != 0 || mi_atomic_load_relaxed(&pool->lock) != tid) mi_atomic_store_release(&pool->lock, 0);
+    mi_atomic_store_relaxed(&pool->sleepers, 0);
   }
-  mi_tls(mi_shared_held) = NULL;
-  mi_tls(mi_shared_forking) = false;
+  mi_tls(mi_shared_held) = mi_tls(mi_shared_fork_held);
+  mi_tls(mi_shared_fork_held) = NULL;
+  mi_tls(mi_shared_forking) = 0;
   _mi_segments_fork_child_owners();
 }

@@ -81,7 +81,8 @@ def patch(src_dir):
         acquire = "if (mi_atomic_cas_strong_acq_rel(&pool->lock, &expected, tid)) break;"
         counted = ("if (mi_atomic_cas_strong_acq_rel(&pool->lock, &expected, tid)) "
                    "{ if (round > 0) ls_cont++; ls_t0 = ls_ns(); ls_pool = (size_t)(pool - mi_shared_pools); break; }")
-        release = "static void mi_shared_release(mi_shared_pool_t* pool) {\n"
+        release = ("static void mi_shared_lock_let_go(mi_shared_pool_t* pool) {\n" if "mi_shared_lock_let_go" in s
+                   else "static void mi_shared_release(mi_shared_pool_t* pool) {\n")
     else:        # (one lock)
         acquire = "if (mi_atomic_cas_strong_acq_rel(&mi_shared_lock, &expected, tid)) return true;"
         counted = ("if (mi_atomic_cas_strong_acq_rel(&mi_shared_lock, &expected, tid)) "

@@ -29,7 +29,7 @@ typedef struct mi_prim_config_s {
                             // MAP_NORESERVE); Windows charges every committed
                             // byte against the system's commit limit
   bool   has_populate;      // _mi_prim_populate can fault a range in (else ENOSYS)
-  size_t cpu_count;         // the processors online at start (1 where unknown)
+  size_t cpu_count;         // the processors the process may run on, at start (1 where unknown)
 } mi_prim_config_t;
 
 // Called once at process start (it may be called again: it only reads).

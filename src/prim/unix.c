@@ -27,6 +27,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
+#include <sched.h>      // sched_getaffinity
 #include <string.h>
 #include <stdlib.h>     // realpath
 #include <limits.h>     // PATH_MAX
@@ -61,8 +62,14 @@ void _mi_prim_init(mi_prim_config_t* config) {
   config->large_page_size = 2 * 1024 * 1024;  // assumed, as on x86-64 and aarch64 Linux
   config->has_overcommit = true;              // (mappings are MAP_NORESERVE)
   config->has_populate = true;                // (MADV_POPULATE_WRITE; an old kernel answers ENOSYS)
-  const long cpus = sysconf(_SC_NPROCESSORS_ONLN);
-  config->cpu_count = (cpus > 0 ? (size_t)cpus : 1);
+  // the processors online, or fewer where the process may run on fewer (an affinity mask, a container's cpuset)
+  const long online = sysconf(_SC_NPROCESSORS_ONLN);
+  size_t cpus = (online > 0 ? (size_t)online : 1);
+  #if defined(__linux__)
+  cpu_set_t set;
+  if (sched_getaffinity(0, sizeof(set), &set) == 0 && CPU_COUNT(&set) > 0 && (size_t)CPU_COUNT(&set) < cpus) cpus = (size_t)CPU_COUNT(&set);
+  #endif
+  config->cpu_count = cpus;
 }
 
 // ---------------------------------------------------------------------------
@@ -461,7 +468,6 @@ void _mi_prim_event_reset(void) {
 
 #else
 #include <semaphore.h>
-#include <sched.h>
 static sem_t unix_event_sem;
 static int unix_event_ready;     // 2: the semaphore is initialised (1: being initialised)
 
