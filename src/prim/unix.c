@@ -27,7 +27,6 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
-#include <sched.h>      // sched_getaffinity
 #include <string.h>
 #include <stdlib.h>     // realpath
 #include <limits.h>     // PATH_MAX
@@ -62,12 +61,22 @@ void _mi_prim_init(mi_prim_config_t* config) {
   config->large_page_size = 2 * 1024 * 1024;  // assumed, as on x86-64 and aarch64 Linux
   config->has_overcommit = true;              // (mappings are MAP_NORESERVE)
   config->has_populate = true;                // (MADV_POPULATE_WRITE; an old kernel answers ENOSYS)
-  // the processors online, or fewer where the process may run on fewer (an affinity mask, a container's cpuset)
-  const long online = sysconf(_SC_NPROCESSORS_ONLN);
-  size_t cpus = (online > 0 ? (size_t)online : 1);
-  #if defined(__linux__)
-  cpu_set_t set;
-  if (sched_getaffinity(0, sizeof(set), &set) == 0 && CPU_COUNT(&set) > 0 && (size_t)CPU_COUNT(&set) < cpus) cpus = (size_t)CPU_COUNT(&set);
+  // the processors the process may run on (its affinity mask, which a
+  // container's cpuset narrows too), by the system call itself: sysconf's
+  // count of the online ones reads sysfs, and both bring in libc code a
+  // small program would not have touched otherwise (128 KiB more resident)
+  size_t cpus = 1;
+  #if defined(__linux__) && defined(SYS_sched_getaffinity)
+  unsigned long mask[16];   // (1024 processors)
+  const long bytes = syscall(SYS_sched_getaffinity, 0, sizeof(mask), mask);
+  if (bytes > 0) {
+    size_t n = 0;
+    for (size_t i = 0; i < (size_t)bytes / sizeof(unsigned long); i++) n += (size_t)__builtin_popcountl(mask[i]);
+    if (n > 0) cpus = n;
+  }
+  else if (errno == EINVAL) {
+    cpus = 1024;   // (a mask wider than 1024 processors: many)
+  }
   #endif
   config->cpu_count = cpus;
 }
@@ -468,6 +477,7 @@ void _mi_prim_event_reset(void) {
 
 #else
 #include <semaphore.h>
+#include <sched.h>
 static sem_t unix_event_sem;
 static int unix_event_ready;     // 2: the semaphore is initialised (1: being initialised)
 
