@@ -432,8 +432,32 @@ void _mi_shared_page_abandon(mi_page_t* page, mi_segments_tld_t* tld) {
   tld->abandoned = page;
 }
 
-// The ending thread's abandoned pages go on their lists: under one
-// acquisition of each pool's lock they belong to.
+// A thread's list of pages (links next) gives up those of `pool`, which it
+// returns (links next); the others stay in `*list`, `*left` of them. The
+// lists a thread gives back (its abandoned pages, its stash) go back a pool
+// at a time, under one acquisition of each pool's lock.
+static mi_page_t* mi_shared_pages_split(mi_page_t** list, const mi_shared_pool_t* pool, size_t* left) {
+  mi_page_t* taken = NULL;
+  mi_page_t** taken_end = &taken;   // (both lists keep the pages' order)
+  mi_page_t** link = list;
+  *left = 0;
+  while (*link != NULL) {
+    mi_page_t* const page = *link;
+    if (mi_shared_pool_of(_mi_page_segment(page)) == pool) {
+      *link = page->next;
+      page->next = NULL;
+      *taken_end = page;
+      taken_end = &page->next;
+    }
+    else {
+      link = &page->next;
+      (*left)++;
+    }
+  }
+  return taken;
+}
+
+// The ending thread's abandoned pages go on their lists.
 static void mi_shared_abandoned_flush(mi_segments_tld_t* tld) {
   while (tld->abandoned != NULL) {
     mi_shared_pool_t* const pool = mi_shared_pool_of(_mi_page_segment(tld->abandoned));
@@ -443,23 +467,15 @@ static void mi_shared_abandoned_flush(mi_segments_tld_t* tld) {
       tld->abandoned = NULL;
       return;
     }
-    mi_page_t* page = tld->abandoned;
-    mi_page_t* others = NULL;   // (of other pools: the next rounds)
-    tld->abandoned = NULL;
+    size_t left;
+    mi_page_t* page = mi_shared_pages_split(&tld->abandoned, pool, &left);
     while (page != NULL) {
       mi_page_t* const next = page->next;
-      if (mi_shared_pool_of(_mi_page_segment(page)) != pool) {
-        page->next = others;
-        others = page;
-      }
-      else {
-        page->next = page->prev = NULL;
-        if (mi_page_thread_free_count(page) == page->used) mi_shared_abandoned_give_back(page, NULL);
-        else mi_shared_abandoned_append(page);
-      }
+      page->next = page->prev = NULL;
+      if (mi_page_thread_free_count(page) == page->used) mi_shared_abandoned_give_back(page, NULL);
+      else mi_shared_abandoned_append(page);
       page = next;
     }
-    tld->abandoned = others;
     mi_shared_leave(pool);
   }
 }
@@ -723,19 +739,15 @@ void _mi_shared_stash_flush(mi_segments_tld_t* tld, bool force) {
   while (tld->stash != NULL) {
     mi_shared_pool_t* const pool = mi_shared_pool_of(_mi_page_segment(tld->stash));
     if (!mi_shared_enter(pool)) return;   // (a signal handler of a thread inside a lock: later)
-    mi_page_t* others = NULL;   // (of other pools: the next rounds)
-    size_t others_count = 0;
-    mi_page_t* page;
-    while ((page = mi_page_stash_pop(tld)) != NULL) {
-      if (mi_shared_pool_of(_mi_page_segment(page)) == pool) { mi_shared_page_clear(page, tld, now); continue; }
-      page->next = others;
-      others = page;
-      others_count++;
-    }
-    if (others != NULL) {
-      tld->stash = others;
-      tld->stash_count = others_count;
-      tld->stash_expire = now;
+    size_t left;
+    mi_page_t* page = mi_shared_pages_split(&tld->stash, pool, &left);
+    tld->stash_count = left;
+    if (left == 0) tld->stash_expire = 0;
+    while (page != NULL) {
+      mi_page_t* const next = page->next;
+      page->next = NULL;
+      mi_shared_page_clear(page, tld, now);
+      page = next;
     }
     mi_shared_leave(pool);
   }
