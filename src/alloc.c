@@ -136,7 +136,7 @@ mi_decl_restrict void* mi_malloc(size_t size) mi_attr_noexcept {
 void _mi_block_zero_init(const mi_page_t* page, void* p, size_t size) {
   mi_assert_internal(p != NULL);
   mi_assert_internal(mi_usable_size(p) >= size);
-  if ((page->is_zero || mi_page_zeroes_on_free(page)) && size > sizeof(mi_block_t) && MI_DEBUG == 0) {   // debug builds filled the block
+  if ((page->is_zero || mi_page_frees_zero_whole(page)) && size > sizeof(mi_block_t) && MI_DEBUG == 0) {   // debug builds filled the block
     #if !defined(MI_TRAILER_LINK)
     ((mi_block_t*)p)->next = 0;
     #endif

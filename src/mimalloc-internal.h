@@ -902,6 +902,7 @@ mi_decl_cold void _mi_block_next_corrupt(const mi_page_t* page, const mi_block_t
 // same: alloc.c, page.c.)
 static mi_decl_forceinline mi_block_t* mi_block_next(const mi_page_t* page, const mi_block_t* block);
 static mi_decl_forceinline void mi_block_set_next(const mi_page_t* page, mi_block_t* block, const mi_block_t* next);
+static mi_decl_forceinline void mi_block_set_next_fresh(const mi_page_t* page, mi_block_t* block, const mi_block_t* next);
 #else
 // Otherwise the link is a free block's first word.
 static inline mi_block_t* mi_block_next(const mi_page_t* page, const mi_block_t* block) {
@@ -925,6 +926,10 @@ static inline void mi_block_set_next(const mi_page_t* page, mi_block_t* block, c
   (void)page;
   block->next = (uintptr_t)next;
   #endif
+}
+// The link of a block being added to its page (the same here; FULL's differs).
+static inline void mi_block_set_next_fresh(const mi_page_t* page, mi_block_t* block, const mi_block_t* next) {
+  mi_block_set_next(page, block, next);
 }
 #endif
 

@@ -173,8 +173,10 @@
 
 // MI_ZERO_ON_FREE: a freed block is zeroed and, when it is handed out again,
 // checked to still read zero (its link is in its trailer): freed memory reads as zero,
-// and a write after free is caught when the block is reused (large blocks:
-// in their head and last word, whole at random; alloc.c mi_block_zero_check)
+// and a write after free is caught when the block is reused (blocks over
+// 256 bytes: zeroed and checked in their head and last word, the rest
+// zeroed when handed out again, and whole one free in about 8; secure.h
+// mi_block_zero_freed)
 // (FULL; small and medium blocks, up to
 // MI_MEDIUM_OBJ_SIZE_MAX; calloc then needs no memset for them).
 // MI_SECURE_ZERO=0 leaves it out of FULL (for measuring).
@@ -605,7 +607,7 @@ struct mi_heap_s {
   int64_t          prof_countdown;                      // bytes to allocate until the next profiler sample (prof.c)
   int64_t          recycle_countdown;                   // free lists that may still be refilled before the generic path does its housekeeping (_mi_page_refill)
   #if defined(MI_ZERO_ON_FREE)
-  int64_t          zero_check_countdown;                // large blocks to hand out until the next whole-block check (alloc.c)
+  int64_t          zero_check_countdown;                // frees of blocks over 256 bytes until the next that zeroes whole (secure.c)
   #endif
   mi_page_t*       pages_free_direct[MI_PAGES_DIRECT];  // fast-path entry per word size
   mi_page_queue_t  pages[MI_BIN_FULL + 1];              // queues per bin, + huge + full

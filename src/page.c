@@ -469,10 +469,10 @@ static void mi_page_free_list_extend(mi_page_t* page, uint8_t* page_area, size_t
   mi_block_t* block = start;
   while (block <= last) {
     mi_block_t* next = (mi_block_t*)((uint8_t*)block + bsize);
-    mi_block_set_next(page, block, next);
+    mi_block_set_next_fresh(page, block, next);
     block = next;
   }
-  mi_block_set_next(page, last, page->free);
+  mi_block_set_next_fresh(page, last, page->free);
   page->free = start;
 }
 

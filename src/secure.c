@@ -78,28 +78,28 @@ static mi_decl_noinline mi_decl_cold void mi_block_written_after_free(const mi_p
 #endif
 
 #if defined(MI_ZERO_ON_FREE)
-// How much of a reused block is checked to still read zero: blocks of up to
-// MI_ZERO_CHECK_WHOLE bytes whole; larger ones in their first
-// MI_ZERO_CHECK_HEAD bytes and their last word (where object
-// headers, vtable pointers, counts and links live), and whole once in
-// about every MI_ZERO_CHECK_EVERY reuses, at random (a heap countdown). A
-// whole check of every block read each large block twice per use (zeroed on
-// free, read back on reuse): the cost of the check, not of the zeroing, was
-// most of the secure build's time on allocation benchmarks.
-#define MI_ZERO_CHECK_EVERY  (8)
-
-static mi_decl_noinline size_t mi_block_zero_check_whole(mi_heap_t* heap, const mi_block_t* block, size_t usable) {
-  heap->zero_check_countdown = 1 + (int64_t)(_mi_heap_random_next(heap) % (2 * MI_ZERO_CHECK_EVERY - 1));
-  return mi_block_nonzero_offset(block, usable);
-}
-
-// The offset of the first non-zero word found (`usable`: none).
-static inline size_t mi_block_zero_check(mi_heap_t* heap, const mi_block_t* block, size_t usable) {
-  if (usable <= MI_ZERO_CHECK_WHOLE) return mi_block_nonzero_offset(block, usable);
-  if (mi_unlikely(--heap->zero_check_countdown < 0)) return mi_block_zero_check_whole(heap, block, usable);
+// The offset of the first non-zero word found (`usable`: none) where a block
+// handed out again must still read zero: blocks of up to
+// MI_ZERO_CHECK_WHOLE bytes, and those zeroed whole (`whole`), whole; the
+// others in their first MI_ZERO_CHECK_HEAD bytes and their last word, the
+// parts zeroed when they were freed (mi_block_zero_freed). (Until
+// 2026-11-29 larger blocks were zeroed whole on every free and checked whole
+// one reuse in about 8: docs/secure.md, "Zero on reuse".)
+static inline size_t mi_block_zero_check(const mi_block_t* block, size_t usable, bool whole) {
+  if (whole || usable <= MI_ZERO_CHECK_WHOLE) return mi_block_nonzero_offset(block, usable);
   const size_t ofs = mi_block_nonzero_offset(block, MI_ZERO_CHECK_HEAD);
   if (mi_unlikely(ofs < MI_ZERO_CHECK_HEAD)) return ofs;
   return (mi_load8((const uint8_t*)block + usable - 8) == 0 ? usable : usable - 8);
+}
+
+// A free of a block over MI_ZERO_CHECK_WHOLE bytes by its owner, `heap`:
+// is it the one in about MI_ZERO_CHECK_EVERY that zeroes it whole? (FULL's
+// fast path leaves it to this, when the countdown has run out.)
+static bool mi_free_zeroes_whole(mi_heap_t* heap, size_t usable) {
+  if (usable <= MI_ZERO_CHECK_WHOLE) return false;
+  if (--heap->zero_check_countdown >= 0) return false;
+  heap->zero_check_countdown = (int64_t)(_mi_heap_random_next(heap) % (2 * MI_ZERO_CHECK_EVERY - 1));
+  return true;
 }
 #endif
 
@@ -150,12 +150,12 @@ static void mi_page_free_list_extend_random(mi_page_t* page, size_t bsize, size_
       for (size_t k = (pass == 0 ? parity : 1 - parity); k < n; k += 2) {
         mi_block_t* const block = (mi_block_t*)(area + (first + k) * bsize);
         if (prev == NULL) head = block;
-        else mi_block_set_next(page, prev, block);
+        else mi_block_set_next_fresh(page, prev, block);
         prev = block;
       }
     }
   }
-  mi_block_set_next(page, prev, page->free);
+  mi_block_set_next_fresh(page, prev, page->free);
   page->free = head;
 }
 #endif
@@ -173,7 +173,14 @@ static inline bool mi_page_on_extend(mi_page_t* page, size_t bsize, size_t exten
   (void)page; (void)bsize; (void)extend;
   #if defined(MI_ZERO_ON_FREE)
   if (!page->is_zero_init && mi_page_zeroes_on_free(page)) {
-    _mi_memzero(_mi_page_start(_mi_page_segment(page), page, NULL) + page->capacity * bsize, extend * bsize);
+    // (as mi_block_zero_freed: whole, or the head and last word of larger blocks)
+    uint8_t* const area = _mi_page_start(_mi_page_segment(page), page, NULL) + page->capacity * bsize;
+    if (bsize - MI_PADDING_SIZE <= MI_ZERO_CHECK_WHOLE) {
+      _mi_memzero(area, extend * bsize);
+    }
+    else {
+      for (size_t i = 0; i < extend; i++) mi_block_zero_freed((mi_block_t*)(area + i * bsize), bsize - MI_PADDING_SIZE, false);
+    }
   }
   #endif
   #if (MI_PADDING > 0) && !defined(MI_TRAILER_LINK)
@@ -207,15 +214,19 @@ static mi_decl_forceinline void mi_block_on_alloc(mi_heap_t* heap, const mi_page
                                                   uint8_t* trailer, uint64_t key, bool checked) {
   (void)heap; (void)page; (void)block; (void)size; (void)trailer; (void)key; (void)checked;
   #if defined(MI_ZERO_ON_FREE)
-  // the block was zeroed when it was freed (or added): it must still be
-  // (FULL's fast path checked before it took the block: mi_page_pop)
+  // the block was zeroed when it was freed (or added), in part above
+  // MI_ZERO_CHECK_WHOLE unless its trailer says whole: that part must still
+  // be (FULL's fast path checked before it took the block: mi_page_pop, and
+  // never takes one zeroed whole)
   #if defined(MI_FULL_FAST_PATH)
   if (checked && mi_page_zeroes_on_free(page)) {
   #else
   if (mi_page_zeroes_on_free(page)) {
   #endif
-    const size_t usable = mi_page_usable_block_size(page);
-    const size_t ofs = mi_block_zero_check(heap, block, usable);
+    mi_assert_internal(trailer != NULL);
+    const size_t usable = (size_t)page->xblock_size - MI_PADDING_SIZE;   // (never a huge page)
+    const bool whole = (((mi_trailer_load(trailer) ^ key) & MI_TRAILER_WHOLE) != 0);
+    const size_t ofs = mi_block_zero_check(block, usable, whole);
     if (mi_unlikely(ofs < usable)) mi_block_written_after_free(page, block, ofs);
   }
   #endif
@@ -429,13 +440,22 @@ static inline bool mi_free_check_trailers(const mi_page_t* page, mi_block_t* blo
   // free from here on (the trailer first: another thread that checks this
   // block as a neighbour and sees its fill zeroed then sees it free; the
   // link replaces the state when the block goes on a list)
+  #if defined(MI_ZERO_ON_FREE)
+  // (a free by another thread is never the one that zeroes whole: a link
+  // written into its trailer later, when it goes on the page's list, would
+  // drop the mark; the owner's frees count for it)
+  const bool whole = (local && mi_page_zeroes_on_free(page) && mi_free_zeroes_whole(mi_page_heap(page), usable));
+  #else
+  const bool whole = false;
+  #endif
   #if defined(MI_TRAILER_LINK)
-  mi_trailer_store(trailer, key ^ (to_local_free ? mi_trailer_free_state(page, page->local_free) : MI_TRAILER_FREE));
+  mi_trailer_store(trailer, key ^ ((to_local_free ? mi_trailer_free_state(page, page->local_free) : MI_TRAILER_FREE) |
+                                   (whole ? MI_TRAILER_WHOLE : 0)));
   #else
   (void)to_local_free;
   mi_trailer_store(trailer, key ^ MI_TRAILER_FREE);
   #endif
-  if (mi_page_zeroes_on_free(page)) mi_block_zero(block, usable);   // freed memory reads zero
+  if (mi_page_zeroes_on_free(page)) mi_block_zero_freed(block, usable, whole);   // freed memory reads zero
   // (MI_CHECK_NEIGHBOURS) the neighbours: the trailer below this block (its front canary: the
   // block below's trailer, or the page's front canary) must be intact; the
   // owner thread, the only one that allocates in the page, also checks the
@@ -638,11 +658,13 @@ static inline bool mi_free_neighbour_ok(const mi_page_t* page, const mi_block_t*
 // returns false, and mi_free_generic checks again and reports (a damaged
 // neighbour too). (Pages of huge blocks and 8-byte blocks are
 // MI_PAGE_CHECK_SLOW and never come here.)
-static inline bool mi_free_fast_full(const mi_page_t* page, mi_block_t* block) {
+static inline bool mi_free_fast_full(mi_heap_t* heap, const mi_page_t* page, mi_block_t* block) {
   uint8_t* trailer; uint64_t key;
   if (!mi_free_fast_own(page, block, &trailer, &key)) return false;
   const size_t bsize = page->xblock_size;
   const size_t usable = bsize - MI_PADDING_SIZE;
+  // (the free that zeroes a larger block whole: mi_free_check_trailers)
+  if (mi_page_zeroes_on_free(page) && usable > MI_ZERO_CHECK_WHOLE && heap->zero_check_countdown <= 0) return false;
   if (MI_CHECK_NEIGHBOURS) {
     const mi_block_t* const below = (const mi_block_t*)((const uint8_t*)block - bsize);
     if (((const uint8_t*)block >= page->page_start + bsize || page->has_front_canary) &&
@@ -652,7 +674,10 @@ static inline bool mi_free_fast_full(const mi_page_t* page, mi_block_t* block) {
         mi_unlikely(!mi_free_neighbour_ok(page, above, usable))) return false;
   }
   mi_trailer_store(trailer, key ^ mi_trailer_free_state(page, page->local_free));   // (before the zeroing, as mi_free_check_trailers)
-  if (mi_page_zeroes_on_free(page)) mi_block_zero(block, usable);
+  if (mi_page_zeroes_on_free(page)) {
+    if (usable > MI_ZERO_CHECK_WHOLE) heap->zero_check_countdown--;
+    mi_block_zero_freed(block, usable, false);
+  }
   return true;
 }
 #endif
@@ -678,11 +703,12 @@ static mi_decl_forceinline bool mi_free_check_segment(const mi_segment_t* segmen
 // so; with MI_TRAILER_LINK it links to the page's local_free already);
 // false, having changed nothing, hands the free to mi_free_generic, whose
 // checks say what is wrong.
-static inline bool mi_free_check_fast(mi_page_t* page, mi_block_t* block) {
+static inline bool mi_free_check_fast(mi_heap_t* heap, mi_page_t* page, mi_block_t* block) {
+  (void)heap;
   #if defined(MI_CHECKED_FAST_PATHS)
   return mi_free_fast_checked(page, block);
   #elif defined(MI_FULL_FAST_PATH)
-  return mi_free_fast_full(page, block);
+  return mi_free_fast_full(heap, page, block);
   #elif defined(MI_FREE_CHECK_PTR)
   return (mi_free_ptr_in_area(page, block) && mi_free_checks(page, block, true, true, false));
   #else

@@ -10,12 +10,36 @@
 #ifndef MI_SECURE_H
 #define MI_SECURE_H
 
-// Secure builds zero small and medium blocks (up to 128 KiB) when they are freed
-// (MI_ZERO_ON_FREE): such a block on a free list reads zero past its
-// link word.
+// Blocks of up to MI_ZERO_CHECK_WHOLE usable bytes are zeroed whole when
+// freed, and checked whole to read zero when handed out again; larger ones
+// are zeroed and checked in their first MI_ZERO_CHECK_HEAD bytes and their
+// last word (where object headers, vtable pointers, counts and links live;
+// secure.c, mi_block_zero_check), and one free in about MI_ZERO_CHECK_EVERY
+// of such a block by its owner (a heap countdown drawn at random) zeroes it
+// whole and marks its trailer MI_TRAILER_WHOLE: it is checked whole when
+// handed out, so a write after free anywhere in it is caught. (Zeroing every
+// larger block whole, on free or on reuse, wrote lines the program may never
+// touch: docs/secure.md, "Zero on free, measured".)
+#define MI_ZERO_CHECK_WHOLE  (256)
+#define MI_ZERO_CHECK_HEAD   (64)
+#define MI_ZERO_CHECK_EVERY  (8)
+
+// FULL zeroes the freed small and medium blocks (up to 128 KiB)
+// (MI_ZERO_ON_FREE): a block of up to MI_ZERO_CHECK_WHOLE (256) usable bytes
+// whole; a larger one in its first MI_ZERO_CHECK_HEAD bytes and its last
+// word, and whole one free in about 8 (mi_block_zero_freed).
 static inline bool mi_page_zeroes_on_free(const mi_page_t* page) {
   #if defined(MI_ZERO_ON_FREE)
   return (page->xblock_size <= MI_MEDIUM_OBJ_SIZE_MAX);
+  #else
+  (void)page;
+  return false;
+  #endif
+}
+// Do the page's free blocks read zero whole (calloc needs no memset)?
+static inline bool mi_page_frees_zero_whole(const mi_page_t* page) {
+  #if defined(MI_ZERO_ON_FREE)
+  return (page->xblock_size <= MI_ZERO_CHECK_WHOLE + MI_PADDING_SIZE);
   #else
   (void)page;
   return false;
@@ -42,6 +66,7 @@ static inline bool mi_page_zeroes_on_free(const mi_page_t* page) {
 #define MI_TRAILER_LIVE   ((uint64_t)0x9E3779B9u)
 #define MI_TRAILER_FREE   (MI_TRAILER_LIVE ^ 0x100u)
 #define MI_TRAILER_ARRAY  ((uint64_t)0x200u)   // live, and allocated by C++ new[]
+#define MI_TRAILER_WHOLE  ((uint64_t)0x400u)   // free, and zeroed whole (MI_ZERO_ON_FREE: mi_block_zero_freed)
 #define MI_TRAILER_PATTERN (0x0101010101010101ULL * MI_DEBUG_PADDING)
 
 // The key: the block's address xor one page key, times the other (odd: a
@@ -83,7 +108,13 @@ static inline bool mi_trailer_state_is_live(uint64_t state, size_t usable) {
 }
 // free, with no link or one into the page's block area
 static inline bool mi_trailer_state_is_free(const mi_page_t* page, uint64_t state) {
-  return ((uint32_t)state == (uint32_t)MI_TRAILER_FREE && (size_t)(state >> 32) <= (size_t)page->reserved * page->xblock_size);
+  // (only builds that zero on free mark the blocks zeroed whole: MI_ZERO_ON_FREE)
+  #if defined(MI_ZERO_ON_FREE)
+  const uint32_t whole = (uint32_t)MI_TRAILER_WHOLE;
+  #else
+  const uint32_t whole = 0;
+  #endif
+  return (((uint32_t)state | whole) == ((uint32_t)MI_TRAILER_FREE | whole) && (size_t)(state >> 32) <= (size_t)page->reserved * page->xblock_size);
 }
 
 #if defined(MI_TRAILER_LINK)
@@ -116,15 +147,22 @@ static inline uint64_t mi_trailer_free_state(const mi_page_t* page, const mi_blo
   const uint64_t link = (next == NULL ? 0 : (uint64_t)((const uint8_t*)next - page->page_start) + 1);
   return (MI_TRAILER_FREE | (link << 32));
 }
-static mi_decl_forceinline void mi_block_set_next(const mi_page_t* page, mi_block_t* block, const mi_block_t* next) {
+// The link of a block being added to its page (its trailer holds nothing yet).
+static mi_decl_forceinline void mi_block_set_next_fresh(const mi_page_t* page, mi_block_t* block, const mi_block_t* next) {
   mi_trailer_store(mi_block_trailer(page, block), mi_trailer_key(page, block) ^ mi_trailer_free_state(page, next));
 }
+// The link of a free block: it keeps its MI_TRAILER_WHOLE mark (MI_ZERO_ON_FREE).
+static mi_decl_forceinline void mi_block_set_next(const mi_page_t* page, mi_block_t* block, const mi_block_t* next) {
+  uint8_t* const trailer = mi_block_trailer(page, block);
+  const uint64_t key = mi_trailer_key(page, block);
+  #if defined(MI_ZERO_ON_FREE)
+  const uint64_t whole = ((mi_trailer_load(trailer) ^ key) & MI_TRAILER_WHOLE);
+  #else
+  const uint64_t whole = 0;
+  #endif
+  mi_trailer_store(trailer, key ^ (mi_trailer_free_state(page, next) | whole));
+}
 #endif
-// Blocks up to this size are checked whole to read zero when handed out
-// again (zero-on-free); larger ones in their head and last word, and whole
-// now and then (secure.c, mi_block_zero_check).
-#define MI_ZERO_CHECK_WHOLE  (256)
-#define MI_ZERO_CHECK_HEAD   (64)
 
 // Zero-on-free helpers: sizes are multiples of 8 and at least 8; short
 // lengths use overlapping 8-byte stores and loads (no loop, no call).
@@ -144,6 +182,17 @@ static inline void mi_block_zero(mi_block_t* block, size_t usable) {
   }
 }
 
+// Zero a freed block of `usable` bytes: whole (`whole`, or up to
+// MI_ZERO_CHECK_WHOLE), or its head and last word.
+static inline void mi_block_zero_freed(mi_block_t* block, size_t usable, bool whole) {
+  if (whole || usable <= MI_ZERO_CHECK_WHOLE) {
+    mi_block_zero(block, usable);
+  }
+  else {
+    _mi_memzero(block, MI_ZERO_CHECK_HEAD);
+    mi_store8_zero((uint8_t*)block + usable - 8);
+  }
+}
 // The offset of the first word of a block's `usable` bytes that is not zero
 // (`usable` if there is none): a block taken from a free list of a page that
 // zeroes on free (its link is in its trailer, after those bytes).
@@ -250,11 +299,11 @@ static mi_decl_forceinline bool mi_page_pop(mi_heap_t* heap, mi_page_t* page, mi
     // FULL's fast path, before anything changes: the block's trailer reads
     // free with a link into the page's blocks, and the block still reads
     // zero as mi_block_zero_check checks it (whole up to
-    // MI_ZERO_CHECK_WHOLE; above, its head and last word, and whole when
-    // the heap's countdown runs out: then, and when anything fails, the
-    // checked version takes it, which reports). (Never a huge page, nor one
-    // of 8-byte blocks: their pages are MI_PAGE_CHECK_SLOW, and
-    // _mi_page_malloc_any takes them.)
+    // MI_ZERO_CHECK_WHOLE; above, its head and last word, unless it was
+    // zeroed whole: then, and when anything fails, the checked version takes
+    // it, which reports). (Never a huge
+    // page, nor one of 8-byte blocks: their pages are MI_PAGE_CHECK_SLOW,
+    // and _mi_page_malloc_any takes them.)
     mi_assert_internal(page->xblock_size < MI_HUGE_BLOCK_SIZE && page->xblock_size >= MI_PADDING_SIZE + sizeof(mi_block_t));
     const size_t usable = (size_t)page->xblock_size - MI_PADDING_SIZE;
     *trailer = mi_trailer_of(block, usable);
@@ -266,9 +315,8 @@ static mi_decl_forceinline bool mi_page_pop(mi_heap_t* heap, mi_page_t* page, mi
         if (mi_unlikely(!mi_block_reads_zero(block, usable))) return false;
       }
       else {
-        if (heap->zero_check_countdown <= 0) return false;   // (the checked version counts it down and checks whole)
+        if ((uint32_t)state & (uint32_t)MI_TRAILER_WHOLE) return false;   // (the checked version checks it whole)
         if (mi_unlikely(!mi_block_reads_zero(block, MI_ZERO_CHECK_HEAD) || mi_load8((const uint8_t*)block + usable - 8) != 0)) return false;
-        heap->zero_check_countdown--;
       }
     }
     const size_t link = (size_t)(state >> 32);
