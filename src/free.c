@@ -99,7 +99,7 @@ void mi_free(void* p) mi_attr_noexcept {
     mi_block_t* const block = (mi_block_t*)p;
     mi_assert_local_page(page);
     const size_t requested = mi_stat_requested(page, block);   // (debug statistics: before the check marks the trailer freed)
-    if (mi_unlikely(!mi_free_check_fast((mi_heap_t*)heap, page, block))) {   // (checked builds; the generic path reports)
+    if (mi_unlikely(!mi_free_check_fast(page, block))) {   // (checked builds; the generic path reports)
       mi_free_generic(segment, page, p);
       return;
     }

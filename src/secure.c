@@ -658,13 +658,11 @@ static inline bool mi_free_neighbour_ok(const mi_page_t* page, const mi_block_t*
 // returns false, and mi_free_generic checks again and reports (a damaged
 // neighbour too). (Pages of huge blocks and 8-byte blocks are
 // MI_PAGE_CHECK_SLOW and never come here.)
-static inline bool mi_free_fast_full(mi_heap_t* heap, const mi_page_t* page, mi_block_t* block) {
+static inline bool mi_free_fast_full(const mi_page_t* page, mi_block_t* block) {
   uint8_t* trailer; uint64_t key;
   if (!mi_free_fast_own(page, block, &trailer, &key)) return false;
   const size_t bsize = page->xblock_size;
   const size_t usable = bsize - MI_PADDING_SIZE;
-  // (the free that zeroes a larger block whole: mi_free_check_trailers)
-  if (mi_page_zeroes_on_free(page) && usable > MI_ZERO_CHECK_WHOLE && heap->zero_check_countdown <= 0) return false;
   if (MI_CHECK_NEIGHBOURS) {
     const mi_block_t* const below = (const mi_block_t*)((const uint8_t*)block - bsize);
     if (((const uint8_t*)block >= page->page_start + bsize || page->has_front_canary) &&
@@ -673,11 +671,14 @@ static inline bool mi_free_fast_full(mi_heap_t* heap, const mi_page_t* page, mi_
     if ((const uint8_t*)above < page->page_start + (size_t)page->capacity * bsize &&
         mi_unlikely(!mi_free_neighbour_ok(page, above, usable))) return false;
   }
-  mi_trailer_store(trailer, key ^ mi_trailer_free_state(page, page->local_free));   // (before the zeroing, as mi_free_check_trailers)
-  if (mi_page_zeroes_on_free(page)) {
-    if (usable > MI_ZERO_CHECK_WHOLE) heap->zero_check_countdown--;
-    mi_block_zero_freed(block, usable, false);
+  if (mi_page_zeroes_on_free(page) && usable > MI_ZERO_CHECK_WHOLE) {
+    // (the free that zeroes a larger block whole: mi_free_check_trailers)
+    mi_heap_t* const heap = mi_page_heap(page);   // (the owner's: this thread's)
+    if (heap->zero_check_countdown <= 0) return false;
+    heap->zero_check_countdown--;
   }
+  mi_trailer_store(trailer, key ^ mi_trailer_free_state(page, page->local_free));   // (before the zeroing, as mi_free_check_trailers)
+  if (mi_page_zeroes_on_free(page)) mi_block_zero_freed(block, usable, false);
   return true;
 }
 #endif
@@ -703,12 +704,11 @@ static mi_decl_forceinline bool mi_free_check_segment(const mi_segment_t* segmen
 // so; with MI_TRAILER_LINK it links to the page's local_free already);
 // false, having changed nothing, hands the free to mi_free_generic, whose
 // checks say what is wrong.
-static inline bool mi_free_check_fast(mi_heap_t* heap, mi_page_t* page, mi_block_t* block) {
-  (void)heap;
+static inline bool mi_free_check_fast(mi_page_t* page, mi_block_t* block) {
   #if defined(MI_CHECKED_FAST_PATHS)
   return mi_free_fast_checked(page, block);
   #elif defined(MI_FULL_FAST_PATH)
-  return mi_free_fast_full(heap, page, block);
+  return mi_free_fast_full(page, block);
   #elif defined(MI_FREE_CHECK_PTR)
   return (mi_free_ptr_in_area(page, block) && mi_free_checks(page, block, true, true, false));
   #else

@@ -66,7 +66,11 @@ static inline bool mi_page_frees_zero_whole(const mi_page_t* page) {
 #define MI_TRAILER_LIVE   ((uint64_t)0x9E3779B9u)
 #define MI_TRAILER_FREE   (MI_TRAILER_LIVE ^ 0x100u)
 #define MI_TRAILER_ARRAY  ((uint64_t)0x200u)   // live, and allocated by C++ new[]
-#define MI_TRAILER_WHOLE  ((uint64_t)0x400u)   // free, and zeroed whole (MI_ZERO_ON_FREE: mi_block_zero_freed)
+// free, and zeroed whole (MI_ZERO_ON_FREE: mi_block_zero_freed): a bit of
+// the link half, whose links (1 + an offset that is a multiple of 8) never
+// have it set (mi_trailer_link), so that the free state's low half is one
+// value and the test for it stays one compare
+#define MI_TRAILER_WHOLE  ((uint64_t)2 << 32)
 #define MI_TRAILER_PATTERN (0x0101010101010101ULL * MI_DEBUG_PADDING)
 
 // The key: the block's address xor one page key, times the other (odd: a
@@ -106,15 +110,14 @@ static inline bool mi_trailer_state_is_live(uint64_t state, size_t usable) {
   const uint32_t array = (MI_CHECK_DELETE ? (uint32_t)MI_TRAILER_ARRAY : 0);
   return (((uint32_t)state | array) == ((uint32_t)MI_TRAILER_LIVE | array) && (state >> 32) <= usable);
 }
-// free, with no link or one into the page's block area
+// free, with no link or one into the page's block area (and maybe the mark
+// MI_TRAILER_WHOLE, which stays below that bound)
 static inline bool mi_trailer_state_is_free(const mi_page_t* page, uint64_t state) {
-  // (only builds that zero on free mark the blocks zeroed whole: MI_ZERO_ON_FREE)
-  #if defined(MI_ZERO_ON_FREE)
-  const uint32_t whole = (uint32_t)MI_TRAILER_WHOLE;
-  #else
-  const uint32_t whole = 0;
-  #endif
-  return (((uint32_t)state | whole) == ((uint32_t)MI_TRAILER_FREE | whole) && (size_t)(state >> 32) <= (size_t)page->reserved * page->xblock_size);
+  return ((uint32_t)state == (uint32_t)MI_TRAILER_FREE && (size_t)(state >> 32) <= (size_t)page->reserved * page->xblock_size);
+}
+// The link of a free state: 0 for none, else 1 + the next block's offset.
+static inline size_t mi_trailer_link(uint64_t state) {
+  return ((size_t)(state >> 32) & ~(size_t)(MI_TRAILER_WHOLE >> 32));
 }
 
 #if defined(MI_TRAILER_LINK)
@@ -133,7 +136,7 @@ static mi_decl_forceinline mi_block_t* mi_block_next_at(const mi_page_t* page, c
                                                         const uint8_t* trailer, uint64_t key) {
   const uint64_t state = mi_trailer_load(trailer) ^ key;
   if (mi_likely(mi_trailer_state_is_free(page, state))) {
-    const size_t link = (size_t)(state >> 32);
+    const size_t link = mi_trailer_link(state);
     return (link == 0 ? NULL : (mi_block_t*)(page->page_start + link - 1));
   }
   _mi_block_next_corrupt(page, block, (const mi_block_t*)(uintptr_t)state);
@@ -145,6 +148,7 @@ static mi_decl_forceinline mi_block_t* mi_block_next(const mi_page_t* page, cons
 // The free state with a link to `next`.
 static inline uint64_t mi_trailer_free_state(const mi_page_t* page, const mi_block_t* next) {
   const uint64_t link = (next == NULL ? 0 : (uint64_t)((const uint8_t*)next - page->page_start) + 1);
+  mi_assert_internal(((link << 32) & MI_TRAILER_WHOLE) == 0);
   return (MI_TRAILER_FREE | (link << 32));
 }
 // The link of a block being added to its page (its trailer holds nothing yet).
@@ -315,11 +319,11 @@ static mi_decl_forceinline bool mi_page_pop(mi_heap_t* heap, mi_page_t* page, mi
         if (mi_unlikely(!mi_block_reads_zero(block, usable))) return false;
       }
       else {
-        if ((uint32_t)state & (uint32_t)MI_TRAILER_WHOLE) return false;   // (the checked version checks it whole)
+        if ((state & MI_TRAILER_WHOLE) != 0) return false;   // (the checked version checks it whole)
         if (mi_unlikely(!mi_block_reads_zero(block, MI_ZERO_CHECK_HEAD) || mi_load8((const uint8_t*)block + usable - 8) != 0)) return false;
       }
     }
-    const size_t link = (size_t)(state >> 32);
+    const size_t link = mi_trailer_link(state);
     page->free = (link == 0 ? NULL : (mi_block_t*)(page->page_start + link - 1));
     return true;
   }
