@@ -140,21 +140,32 @@ static void mi_page_free_list_extend_random(mi_page_t* page, size_t bsize, size_
   }
   mi_block_t* head = NULL;
   mi_block_t* prev = NULL;
+  #if defined(MI_ENCODE_FREELIST) && !defined(MI_TRAILER_LINK)
+  // (the keys copied: the stores through the blocks would make the compiler
+  // load them again for every block)
+  const uintptr_t keys[2] = { page->keys[0], page->keys[1] };
+  #define mi_extend_link(prev, block)  ((prev)->next = mi_rotl((uintptr_t)(block) ^ keys[1], keys[0]) + keys[0])   // (mi_ptr_encode of a block that is not NULL)
+  #else
+  #define mi_extend_link(prev, block)  mi_block_set_next_fresh(page, prev, block)
+  #endif
   for (size_t r = 0; r < runs; r++) {
     const size_t first = order[r] * per_run;
     const size_t n = (order[r] == runs - 1 ? extend - first : per_run);
     if (bits < 2) { rnd = _mi_random_shuffle(rnd); bits = MI_INTPTR_BITS; }
     const size_t parity = (n >= 2 ? (rnd & 1) : 0);
     rnd >>= 1; bits--;
+    uint8_t* const run = area + first * bsize;
+    uint8_t* const end = run + n * bsize;
     for (size_t pass = 0; pass < 2; pass++) {
-      for (size_t k = (pass == 0 ? parity : 1 - parity); k < n; k += 2) {
-        mi_block_t* const block = (mi_block_t*)(area + (first + k) * bsize);
+      for (uint8_t* p = run + (pass == 0 ? parity : 1 - parity) * bsize; p < end; p += 2 * bsize) {
+        mi_block_t* const block = (mi_block_t*)p;
         if (prev == NULL) head = block;
-        else mi_block_set_next_fresh(page, prev, block);
+        else mi_extend_link(prev, block);
         prev = block;
       }
     }
   }
+  #undef mi_extend_link
   mi_block_set_next_fresh(page, prev, page->free);
   page->free = head;
 }
