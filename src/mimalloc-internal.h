@@ -339,8 +339,6 @@ void       _mi_memset(void* p, int c, size_t n);   // alloc-override.c
 static inline void _mi_memset(void* p, int c, size_t n) { memset(p, c, n); }
 #endif
 static inline void _mi_memzero(void* p, size_t n) { _mi_memset(p, 0, n); }
-#if defined(MI_ZERO_ON_FREE)
-#endif
 #if defined(MI_ZERO_AREA)
 void*      _mi_zero_alloc(void);
 bool       _mi_zero_area_contains(const void* p);
