@@ -55,7 +55,8 @@ static inline bool mi_page_frees_zero_whole(const mi_page_t* page) {
 // with the MI_TRAILER_ARRAY bit, so delete and delete[] can tell). While it is
 // free the state is MI_TRAILER_FREE in the low half and, in the high half,
 // the block's free-list link (MI_TRAILER_LINK: 0 for none, else 1 + the
-// next block's offset in the page's block area; a block on a heap's delayed
+// next block's offset in the page's block area, with MI_TRAILER_WHOLE when
+// the free zeroed the block whole; a block on a heap's delayed
 // list reads free with no link; other builds: 0). A free checks the
 // state is live and makes it free, which catches a second free of the
 // block; any other value is damage (an overflow of this block, or an
