@@ -174,11 +174,10 @@
 // MI_ZERO_ON_FREE: a freed block is zeroed and, when it is handed out again,
 // checked to still read zero (its link is in its trailer): freed memory reads as zero,
 // and a write after free is caught when the block is reused (blocks over
-// 256 bytes: zeroed and checked in their head and last word, the rest
-// zeroed when handed out again, and whole one free in about 8; secure.h
-// mi_block_zero_freed)
+// 256 bytes: zeroed and checked in their head and last word, and whole one
+// free in about 8; secure.h mi_block_zero_freed)
 // (FULL; small and medium blocks, up to
-// MI_MEDIUM_OBJ_SIZE_MAX; calloc then needs no memset for them).
+// MI_MEDIUM_OBJ_SIZE_MAX; calloc then needs no memset for those of up to 256 bytes).
 // MI_SECURE_ZERO=0 leaves it out of FULL (for measuring).
 #if !defined(MI_SECURE_ZERO)
   #define MI_SECURE_ZERO  MI_SECURE_FULL

@@ -436,7 +436,7 @@ static void* allocate_until(mi_heap_t* heap, size_t size, const void* p, int max
 
 // A freed block of up to 256 usable bytes reads zero whole; a larger one in
 // its first 64 bytes (and the block's last word, past the bytes asked for
-// here); the rest is zeroed when it is handed out again (below).
+// here), and whole one free in about 8 (below).
 TEST(Secure, FreedMemoryReadsZero) {
   REQUIRE_SECURE(FULL);
   for (size_t size : { 24, 200, 5000, 100000 }) {
