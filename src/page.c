@@ -122,6 +122,26 @@ static void mi_page_restart(mi_page_t* page) {
   page->is_zero_init = false;
 }
 
+#if MI_SECURE_RANDOM
+// Secure builds never hand out the block freed last as the next one: before
+// a list of freed blocks becomes the page's allocation list, its first two
+// blocks change places. False for a lone freed block (it waits while the
+// page can still be extended).
+static bool mi_list_reorder(const mi_page_t* page, mi_block_t** list) {
+  mi_block_t* const first = *list;
+  mi_block_t* const second = mi_block_next(page, first);
+  if (second == NULL) return false;
+  mi_block_set_next(page, first, mi_block_next(page, second));
+  mi_block_set_next(page, second, first);
+  *list = second;
+  return true;
+}
+
+static bool mi_page_local_free_reorder(mi_page_t* page) {
+  return mi_list_reorder(page, &page->local_free);
+}
+#endif
+
 // Move the blocks other threads freed into local_free. Not forced, a list
 // that could only be appended by walking it (both of the owner's lists hold
 // blocks) stays where it is unless it frees the whole page: the page has
@@ -143,8 +163,7 @@ static void mi_page_thread_free_collect(mi_page_t* page, bool force) {
   if (head == NULL) return;
   size_t count = mi_tf_count(tfree);
 
-  // (secure builds always walk, below: the walk is what catches a block freed
-  // twice by other threads, and their emptied pages keep their random order)
+  // (not in secure builds: their emptied pages keep their random order)
   if (!MI_SECURE_RANDOM && count > 0 && count <= max_count && both_lists && count == page->used) {
     // every block is free again: start over instead of joining the lists
     #if (MI_DEBUG >= 3)
@@ -158,14 +177,28 @@ static void mi_page_thread_free_collect(mi_page_t* page, bool force) {
     return;
   }
 
-  #if (MI_DEBUG == 0) && !MI_SECURE_RANDOM
+  #if (MI_DEBUG == 0)
   // the count came with the list: no walk when one of the owner's lists is
-  // empty (the usual case: the allocation list ran out)
+  // empty (the usual case: the allocation list ran out). In secure builds
+  // the block freed last is not the next one out: the list becomes local_free
+  // (swapped at its head when it becomes the allocation list), or the
+  // allocation list with its first two blocks swapped; its links are checked
+  // as they are popped, as the walk would have.
   if (count > 0 && count <= max_count && !both_lists) {
-    if (page->free == NULL) { page->free = head; page->is_zero = false; }
-    else page->local_free = head;
-    page->used -= (uint32_t)count;
-    return;
+    bool taken = true;
+    if (page->free == NULL && (!MI_SECURE_RANDOM || page->local_free != NULL)) {
+      #if MI_SECURE_RANDOM
+      taken = mi_list_reorder(page, &head);   // (a lone block joins local_free, below)
+      #endif
+      if (taken) { page->free = head; page->is_zero = false; }
+    }
+    else {
+      page->local_free = head;
+    }
+    if (taken) {
+      page->used -= (uint32_t)count;
+      return;
+    }
   }
   #endif
 
@@ -187,22 +220,6 @@ static void mi_page_thread_free_collect(mi_page_t* page, bool force) {
   page->local_free = head;
   page->used -= (uint32_t)n;
 }
-
-#if MI_SECURE_RANDOM
-// Secure builds never hand out the block freed last as the next one: before
-// the page's local_free becomes its allocation list, its first two blocks
-// change places. False for a lone freed block (it waits while the page can
-// still be extended).
-static bool mi_page_local_free_reorder(mi_page_t* page) {
-  mi_block_t* const first = page->local_free;
-  mi_block_t* const second = mi_block_next(page, first);
-  if (second == NULL) return false;
-  mi_block_set_next(page, first, mi_block_next(page, second));
-  mi_block_set_next(page, second, first);
-  page->local_free = second;
-  return true;
-}
-#endif
 
 void _mi_page_free_collect(mi_page_t* page, bool force) {
   mi_assert_internal(page != NULL);

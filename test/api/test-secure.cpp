@@ -424,6 +424,25 @@ TEST(Secure, AJustFreedBlockIsNotTheNextOne) {
   }
 }
 
+// The same for blocks another thread freed: the owner takes their list over
+// (without walking it) and still does not hand out the block freed last first.
+TEST(Secure, ABlockFreedLastByAnotherThreadIsNotTheNextOne) {
+  REQUIRE_SECURE(ON);
+  for (size_t size : { 16, 48, 200, 1000, 5000 }) {
+    for (size_t count : { 2, 3, 50, 2000 }) {
+      std::vector<void*> blocks;
+      for (int round = 0; round < 20; round++) {
+        blocks.clear();
+        for (size_t i = 0; i < count; i++) blocks.push_back(mi_malloc(dyn(size)));
+        std::thread([&] { for (void* b : blocks) mi_free(b); }).join();
+        void* q = mi_malloc(dyn(size));
+        ASSERT_NE(q, blocks.back()) << "size " << size << ", " << count << " blocks, round " << round;
+        mi_free(q);
+      }
+    }
+  }
+}
+
 // Allocate blocks of `size` from `heap` until `p` comes back (NULL if it
 // does not within `max` allocations).
 static void* allocate_until(mi_heap_t* heap, size_t size, const void* p, int max = 100000) {
