@@ -123,22 +123,21 @@ static void mi_page_restart(mi_page_t* page) {
 }
 
 #if MI_SECURE_RANDOM
-// Secure builds never hand out the block freed last as the next one: before
-// a list of freed blocks becomes the page's allocation list, its first two
-// blocks change places. False for a lone freed block (it waits while the
-// page can still be extended).
-static bool mi_list_reorder(const mi_page_t* page, mi_block_t** list) {
-  mi_block_t* const first = *list;
+// Secure builds never hand out the block freed last as the next one: the
+// owner's freed blocks become the (empty) allocation list without their
+// first block, the one freed last, which stays on local_free alone and comes
+// out after the others. (One load: swapping the list's first two blocks took
+// three, each a cache miss where other threads freed them.) False for a lone
+// block (it waits while the page can still be extended).
+static bool mi_page_take_local_free_held(mi_page_t* page) {
+  mi_assert_internal(page->free == NULL && page->local_free != NULL);
+  mi_block_t* const first = page->local_free;
   mi_block_t* const second = mi_block_next(page, first);
   if (second == NULL) return false;
-  mi_block_set_next(page, first, mi_block_next(page, second));
-  mi_block_set_next(page, second, first);
-  *list = second;
+  mi_block_set_next(page, first, NULL);
+  page->free = second;
+  page->is_zero = false;
   return true;
-}
-
-static bool mi_page_local_free_reorder(mi_page_t* page) {
-  return mi_list_reorder(page, &page->local_free);
 }
 #endif
 
@@ -179,22 +178,28 @@ static void mi_page_thread_free_collect(mi_page_t* page, bool force) {
 
   #if (MI_DEBUG == 0)
   // the count came with the list: no walk when one of the owner's lists is
-  // empty (the usual case: the allocation list ran out). In secure builds
-  // the block freed last is not the next one out: the list becomes local_free
-  // (swapped at its head when it becomes the allocation list), or the
-  // allocation list with its first two blocks swapped; its links are checked
-  // as they are popped, as the walk would have.
+  // empty (the usual case: the allocation list ran out). Secure builds keep
+  // the block freed last from being the next one out: the list becomes
+  // local_free (taken as mi_page_take_local_free_held takes it), or, when
+  // the allocation list is empty and local_free is not, local_free becomes
+  // the allocation list without its first block, and the list waits behind
+  // that block. (Their links are checked as they are popped, as the walk
+  // would have.)
   if (count > 0 && count <= max_count && !both_lists) {
     bool taken = true;
-    if (page->free == NULL && (!MI_SECURE_RANDOM || page->local_free != NULL)) {
-      #if MI_SECURE_RANDOM
-      taken = mi_list_reorder(page, &head);   // (a lone block joins local_free, below)
-      #endif
-      if (taken) { page->free = head; page->is_zero = false; }
-    }
-    else {
+    #if MI_SECURE_RANDOM
+    if (page->local_free == NULL) {
       page->local_free = head;
     }
+    else {
+      mi_block_t* const held = page->local_free;
+      taken = mi_page_take_local_free_held(page);   // (a lone block: walked, below)
+      if (taken) mi_block_set_next(page, held, head);
+    }
+    #else
+    if (page->free == NULL) { page->free = head; page->is_zero = false; }
+    else page->local_free = head;
+    #endif
     if (taken) {
       page->used -= (uint32_t)count;
       return;
@@ -228,8 +233,8 @@ void _mi_page_free_collect(mi_page_t* page, bool force) {
   }
   if (page->local_free != NULL) {
     #if MI_SECURE_RANDOM
-    if (page->free == NULL && !force && !mi_page_local_free_reorder(page) && page->capacity < page->reserved) {
-      return;
+    if (page->free == NULL && !force) {
+      if (mi_page_take_local_free_held(page) || page->capacity < page->reserved) return;
     }
     #endif
     if (mi_likely(page->free == NULL)) {
@@ -665,9 +670,12 @@ bool _mi_page_refill_random(mi_heap_t* heap, mi_page_t* page) {
     return true;
   }
   #endif
-  if (page->local_free != NULL && (mi_page_local_free_reorder(page) || !room)) {
-    _mi_page_take_local_free(page);
-    return true;
+  if (page->local_free != NULL) {
+    if (mi_page_take_local_free_held(page)) return true;
+    if (!room) {   // (a lone freed block, and nothing else to hand out)
+      _mi_page_take_local_free(page);
+      return true;
+    }
   }
   _mi_page_extend_free(page);   // (a lone freed block waits)
   return true;
