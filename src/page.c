@@ -139,6 +139,16 @@ static bool mi_page_take_local_free_held(mi_page_t* page) {
   page->is_zero = false;
   return true;
 }
+
+// The owner's freed blocks become the (empty) allocation list, but for the
+// one freed last; a lone one only when the page has no room to grow (else it
+// waits). True when the allocation list has blocks now.
+static bool mi_page_recycle_local_free(mi_page_t* page) {
+  if (mi_page_take_local_free_held(page)) return true;
+  if (page->capacity < page->reserved) return false;
+  _mi_page_take_local_free(page);
+  return true;
+}
 #endif
 
 // Move the blocks other threads freed into local_free. Not forced, a list
@@ -234,7 +244,8 @@ void _mi_page_free_collect(mi_page_t* page, bool force) {
   if (page->local_free != NULL) {
     #if MI_SECURE_RANDOM
     if (page->free == NULL && !force) {
-      if (mi_page_take_local_free_held(page) || page->capacity < page->reserved) return;
+      mi_page_recycle_local_free(page);
+      return;
     }
     #endif
     if (mi_likely(page->free == NULL)) {
@@ -670,13 +681,7 @@ bool _mi_page_refill_random(mi_heap_t* heap, mi_page_t* page) {
     return true;
   }
   #endif
-  if (page->local_free != NULL) {
-    if (mi_page_take_local_free_held(page)) return true;
-    if (!room) {   // (a lone freed block, and nothing else to hand out)
-      _mi_page_take_local_free(page);
-      return true;
-    }
-  }
+  if (page->local_free != NULL && mi_page_recycle_local_free(page)) return true;
   _mi_page_extend_free(page);   // (a lone freed block waits)
   return true;
 }
