@@ -135,7 +135,7 @@
 // MI_CHECK_NEIGHBOURS: the free of a block also checks the canaries of the
 // blocks below and above it (an overflow into a neighbour's slack, an
 // underflow) (FULL and debug builds). Cost: two trailer loads and fill
-// compares per free (within the quick suite's spread in FULL; docs/secure.md).
+// compares per free (within the quick suite's spread in FULL; docs/secure-costs.md).
 // MI_CHECK_NEIGHBOURS=0 leaves them out (for measuring).
 #if !defined(MI_CHECK_NEIGHBOURS)
   #define MI_CHECK_NEIGHBOURS  (MI_SECURE_FULL || (MI_DEBUG > 0 && MI_PADDING > 0))

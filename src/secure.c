@@ -84,7 +84,7 @@ static mi_decl_noinline mi_decl_cold void mi_block_written_after_free(const mi_p
 // others in their first MI_ZERO_CHECK_HEAD bytes and their last word, the
 // parts zeroed when they were freed (mi_block_zero_freed). (Until
 // 2026-11-29 larger blocks were zeroed whole on every free and checked whole
-// one reuse in about 8: docs/secure.md, "Zero on reuse, measured".)
+// one reuse in about 8: docs/secure-costs.md, "Zero on reuse, measured".)
 static inline size_t mi_block_zero_check(const mi_block_t* block, size_t usable, bool whole) {
   if (whole || usable <= MI_ZERO_CHECK_WHOLE) return mi_block_nonzero_offset(block, usable);
   const size_t ofs = mi_block_nonzero_offset(block, MI_ZERO_CHECK_HEAD);

@@ -19,7 +19,7 @@
 // whole and marks its trailer MI_TRAILER_WHOLE: it is checked whole when
 // handed out, so a write after free anywhere in it is caught. (Zeroing every
 // larger block whole, on free or on reuse, wrote lines the program may never
-// touch: docs/secure.md, "Zero on reuse, measured".)
+// touch: docs/secure-costs.md, "Zero on reuse, measured".)
 #define MI_ZERO_CHECK_WHOLE  (256)
 #define MI_ZERO_CHECK_HEAD   (64)
 #define MI_ZERO_CHECK_EVERY  (8)
